@@ -1,0 +1,5 @@
+"""The simclock version, the single place it is written."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
