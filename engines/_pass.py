@@ -42,7 +42,8 @@ class PassShape:
         """Decode entries: one position for a request that has sampled (all, on decode role)."""
         if self.role == "decode":
             return np.ones(len(self.scheduled), dtype=np.bool_)
-        return (self.scheduled == 1) & (self.output_before >= 1)
+        decode: BoolArray = (self.scheduled == 1) & (self.output_before >= 1)
+        return decode
 
     @property
     def prefill_tokens(self) -> int:

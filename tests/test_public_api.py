@@ -39,6 +39,6 @@ def test_public_names_not_in_all_are_private_or_modules(name: str) -> None:
     public = {
         n
         for n, v in vars(module).items()
-        if not n.startswith("_") and not type(v).__name__ == "module" and n != "annotations"
+        if not n.startswith("_") and type(v).__name__ != "module" and n != "annotations"
     }
     assert public <= set(module.__all__)
