@@ -1,0 +1,157 @@
+"""Content-id interning and block normalization (REFERENCE-workloads §1.4)."""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Sequence
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+__all__ = ("ContentInterner", "Run", "reblock")
+
+Ids = npt.NDArray[np.int64]
+
+
+@attrs.define(eq=False)
+class ContentInterner:
+    """Maps ``(scope, raw id)`` to run-unique ints in first-seen order (§1.4.1).
+
+    One interner serves one run (all inputs of it); there is no global state. A
+    *private* id is a fresh int that nothing else shares.
+
+    State: ``next_id`` (the next int handed out) and one dictionary per scope.
+    """
+
+    next_id: int = 0
+    _scopes: dict[str, dict[Hashable, int]] = attrs.field(factory=dict, repr=False)
+
+    def scope_size(self, scope: str) -> int:
+        """Return how many distinct raw ids ``scope`` has interned so far."""
+        return len(self._scopes.get(scope, ()))
+
+    def intern(self, scope: str, raw: Hashable) -> int:
+        """Return the int of ``raw`` in ``scope``, assigning the next one if it is new."""
+        table = self._scopes.setdefault(scope, {})
+        found = table.get(raw)
+        if found is None:
+            found = table[raw] = self.next_id
+            self.next_id += 1
+        return found
+
+    def intern_many(self, scope: str, raws: Sequence[Hashable]) -> list[int]:
+        """Intern every raw id of ``raws`` in order and return their ints."""
+        table = self._scopes.setdefault(scope, {})
+        out: list[int] = []
+        nxt = self.next_id
+        for raw in raws:
+            found = table.get(raw)
+            if found is None:
+                found = table[raw] = nxt
+                nxt += 1
+            out.append(found)
+        self.next_id = nxt
+        return out
+
+    def intern_array(self, raws: npt.NDArray[np.int64]) -> Ids:
+        """Intern a whole scope's int ids at once, in first-seen order, as a fresh scope.
+
+        Used for play-local scopes (Weka, agentic) that are read completely before any of
+        their ids are needed: the result equals interning ``raws`` one by one into a
+        scope nobody used before, but runs vectorized.
+
+        Args:
+            raws: every raw id of the scope, concatenated in reading order.
+
+        Returns:
+            The interned ids, same shape as ``raws``.
+        """
+        if raws.size == 0:
+            return np.empty(0, dtype=np.int64)
+        uniq, first, inverse = np.unique(raws, return_index=True, return_inverse=True)
+        order = np.argsort(first, kind="stable")
+        rank = np.empty(uniq.size, dtype=np.int64)
+        rank[order] = np.arange(uniq.size, dtype=np.int64)
+        out = (rank[inverse] + self.next_id).astype(np.int64)
+        self.next_id += int(uniq.size)
+        return out
+
+    def private(self) -> int:
+        """Return a fresh id shared with nothing."""
+        value = self.next_id
+        self.next_id += 1
+        return value
+
+    def privates(self, count: int) -> Ids:
+        """Return ``count`` fresh ids as an int64 array."""
+        out = np.arange(self.next_id, self.next_id + count, dtype=np.int64)
+        self.next_id += count
+        return out
+
+
+@attrs.frozen
+class Run:
+    """A piece of a merged prompt (§1.4.4): trace blocks, or a whole earlier output.
+
+    Attributes:
+        key: the raw identity of the piece: a trace block's interned id, or
+            ``("out", request_id)`` for an output.
+        tokens: its length in tokens.
+        block_id: the interned id of a whole trace block (``tokens == T``), else None; a
+            window that covers exactly such a block keeps this id.
+    """
+
+    key: Hashable
+    tokens: int
+    block_id: int | None = None
+
+
+def reblock(runs: Sequence[Run], block_size: int, interner: ContentInterner, scope: str) -> Ids:
+    """Cut a merged prompt into windows of ``block_size`` tokens and name each (§1.4.4).
+
+    A window that is exactly one whole trace block keeps that block's id
+    (``run.block_id``); any other window gets the interned tuple of the
+    ``(run key, start offset, end offset)`` pieces it overlaps, so identical prefixes
+    keep identical ids.
+
+    Args:
+        runs: the prompt as runs, in order.
+        block_size: tokens per window ``T``.
+        interner: the run's interner.
+        scope: the content scope of the raw tuples.
+
+    Returns:
+        ``ceil(total / T)`` ids.
+    """
+    out: list[int] = []
+    pieces: list[tuple[int, int, int]] = []
+    filled = 0
+    for index, run in enumerate(runs):
+        offset = 0
+        while offset < run.tokens:
+            take = min(run.tokens - offset, block_size - filled)
+            pieces.append((index, offset, offset + take))
+            offset += take
+            filled += take
+            if filled == block_size:
+                out.append(_window_id(pieces, runs, block_size, interner, scope))
+                pieces = []
+                filled = 0
+    if pieces:
+        out.append(_window_id(pieces, runs, block_size, interner, scope))
+    return np.asarray(out, dtype=np.int64)
+
+
+def _window_id(
+    pieces: list[tuple[int, int, int]],
+    runs: Sequence[Run],
+    block_size: int,
+    interner: ContentInterner,
+    scope: str,
+) -> int:
+    if len(pieces) == 1:
+        index, start, end = pieces[0]
+        run = runs[index]
+        if run.block_id is not None and start == 0 and end == run.tokens == block_size:
+            return run.block_id
+    return interner.intern(scope, ("win", *((runs[i].key, a, b) for i, a, b in pieces)))

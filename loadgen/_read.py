@@ -1,0 +1,157 @@
+"""``read_trace``: one entry point for every format, with ``format="auto"`` (§2)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+
+from ._exceptions import TraceFormatError, WorkloadConfigError
+from ._fields import iter_json_lines
+from ._mooncake import read_mooncake, read_mooncake_delta
+from ._workload import Workload
+
+__all__ = ("FORMATS", "FormatChoice", "detect_format", "read_trace")
+
+FORMATS: tuple[str, ...] = (
+    "mooncake",
+    "mooncake-delta",
+    "agentic",
+    "weka",
+    "azure",
+    "burstgpt",
+    "vidur",
+)
+"""Every format name ``read_trace`` accepts (besides ``"auto"``)."""
+
+_READERS: dict[str, Callable[..., Workload]] = {
+    "mooncake": read_mooncake,
+    "mooncake-delta": read_mooncake_delta,
+}
+
+CSV_HEADERS: dict[str, tuple[str, ...]] = {
+    "azure": ("TIMESTAMP", "ContextTokens", "GeneratedTokens"),
+    "burstgpt": (
+        "Timestamp",
+        "Model",
+        "Request tokens",
+        "Response tokens",
+        "Total tokens",
+        "Log Type",
+    ),
+    "vidur": ("arrived_at", "num_prefill_tokens", "num_decode_tokens"),
+}
+
+
+@attrs.frozen
+class FormatChoice:
+    """What ``format="auto"`` picked and why.
+
+    Attributes:
+        name: the format name.
+        reason: why, e.g. ``a .json file``.
+    """
+
+    name: str
+    reason: str
+
+    @property
+    def note(self) -> str:
+        """The log line ``format auto: <name> (<reason>)``."""
+        return f"format auto: {self.name} ({self.reason})"
+
+
+def detect_format(path: str | Path) -> FormatChoice:
+    """Pick a trace's format from its path and content (§2).
+
+    A directory or ``.tar*`` archive is ``weka``, so is ``.json``; a ``.jsonl`` whose first
+    object has ``requests`` is ``weka``, else ``agentic`` if any row has ``wait_for``, else
+    ``mooncake``; a ``.csv`` goes by its header. ``mooncake-delta`` is never detected.
+
+    Raises:
+        TraceFormatError: a ``.jsonl`` line is not JSON, or a CSV header is unknown.
+        WorkloadConfigError: the path has no recognised kind.
+    """
+    p = Path(path)
+    name = p.name.lower()
+    if p.is_dir():
+        return FormatChoice("weka", "a directory")
+    if ".tar" in name and (name.endswith(".tar") or ".tar." in name):
+        return FormatChoice("weka", "a .tar archive")
+    if name.endswith(".json"):
+        return FormatChoice("weka", "a .json file")
+    if name.endswith(".jsonl"):
+        return _detect_jsonl(p)
+    if name.endswith(".csv"):
+        return _detect_csv(p)
+    raise WorkloadConfigError(
+        f"format: cannot tell the format of {str(path)!r} "
+        "(expected a directory, .tar*, .json, .jsonl or .csv); name it with format="
+    )
+
+
+def _detect_jsonl(path: Path) -> FormatChoice:
+    file = str(path)
+    first = True
+    with open(path, "rb") as stream:
+        for line, value in iter_json_lines(stream, file):
+            if isinstance(value, dict):
+                if first and "requests" in value:
+                    return FormatChoice("weka", "first object has requests")
+                if "wait_for" in value:
+                    return FormatChoice("agentic", f"line {line} has wait_for")
+            first = False
+    return FormatChoice("mooncake", "no requests and no wait_for")
+
+
+def _detect_csv(path: Path) -> FormatChoice:
+    with open(path, "rb") as stream:
+        raw = stream.readline()
+    text = raw.decode("utf-8", errors="replace").lstrip("\ufeff")
+    header = next(csv.reader(io.StringIO(text)), [])
+    columns = {c.strip() for c in header}
+    for name, expected in CSV_HEADERS.items():
+        if set(expected) <= columns:
+            return FormatChoice(name, f"CSV header has {','.join(expected)}")
+    listed = " | ".join(",".join(h) for h in CSV_HEADERS.values())
+    raise TraceFormatError(str(path), 1, "-", f"unknown CSV header; expected one of: {listed}")
+
+
+def read_trace(
+    path: str | Path, *, format: str = "auto", source: str | None = None, **options: Any
+) -> Workload:
+    """Read a trace of any supported format into a :class:`Workload`.
+
+    Args:
+        path: the trace file, directory or archive.
+        format: a name from :data:`FORMATS`, or ``"auto"`` to detect it; the choice and
+            its reason are kept in :attr:`Workload.format_note`.
+        source: the source label ``<src>`` (default: the file name up to its first dot).
+        **options: passed to the format's reader (``block_size``, ``interner``, ...).
+
+    Returns:
+        The workload.
+
+    Raises:
+        TraceFormatError: a record breaks the format.
+        WorkloadConfigError: an unknown format or option.
+    """
+    note: str | None = None
+    if format == "auto":
+        choice = detect_format(path)
+        format, note = choice.name, choice.note
+    reader = _READERS.get(format)
+    if reader is None:
+        known = ", ".join(("auto", *FORMATS))
+        raise WorkloadConfigError(f"format: unknown format {format!r} (known: {known})")
+    try:
+        workload = reader(path, source=source, **options)
+    except TypeError as exc:
+        if "unexpected keyword argument" in str(exc):
+            raise WorkloadConfigError(f"options: {exc}") from None
+        raise
+    return attrs.evolve(workload, format_note=note) if note else workload

@@ -1,0 +1,29 @@
+"""Fixtures for the loadgen tests."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+MOONCAKE = SHARED_DATA / "mooncake" / "conversation_trace.jsonl"
+AZURE = SHARED_DATA / "azure_llm_2023" / "AzureLLMInferenceTrace_conv.csv"
+WEKA = SHARED_DATA / "weka_cc" / "weka_cc_traces_v8_shared.tar.xz"
+
+WriteLines = Callable[..., Path]
+
+
+@pytest.fixture
+def write_lines(tmp_path: Path) -> WriteLines:
+    """Write rows (dicts are JSON-encoded, strings kept) one per line; return the path."""
+
+    def write(name: str, *rows: object) -> Path:
+        path = tmp_path / name
+        text = "\n".join(r if isinstance(r, str) else json.dumps(r) for r in rows)
+        path.write_text(text + "\n", encoding="utf-8")
+        return path
+
+    return write
