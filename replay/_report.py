@@ -1,0 +1,851 @@
+"""Finalization: lifecycle records in, a typed :class:`ReplayResult` out (REFERENCE-engine §8).
+
+:func:`finalize` is the one place a run's per-request traces become the report. The built-in
+topologies call it after the loop finishes; a user-supplied composition calls it the same way.
+Nothing here reads the wall clock or writes files: the wall time arrives in :class:`RunMeta`
+from the caller, and :mod:`replay._output` writes what the caller asks for.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Literal, Protocol
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+import simclock
+from loadgen import Request, Workload
+
+from ._metrics import SLO, Distribution
+
+__all__ = (
+    "SCHEMA_VERSION",
+    "TERMINAL_STATUSES",
+    "AdmissionRecord",
+    "EngineSummary",
+    "EngineUsage",
+    "Goodput",
+    "Handoff",
+    "JournalLike",
+    "LifecycleEvidence",
+    "ReplayResult",
+    "RequestRecord",
+    "RunMeta",
+    "Summary",
+    "TerminalStatus",
+    "TraceLike",
+    "finalize",
+)
+
+SCHEMA_VERSION = 1
+"""Version of the report schema (``summary.json``, ``requests.jsonl``, ``config.json``)."""
+
+TerminalStatus = Literal[
+    "completed",
+    "rejected",
+    "unplaced",
+    "incomplete",
+    "failed",
+    "cancelled",
+    "skipped",
+    "never_issued",
+]
+"""The one terminal state each request ends in."""
+
+TERMINAL_STATUSES: tuple[TerminalStatus, ...] = (
+    "completed",
+    "rejected",
+    "unplaced",
+    "incomplete",
+    "failed",
+    "cancelled",
+    "skipped",
+    "never_issued",
+)
+"""Every terminal status, in the order the report lists them."""
+
+_NS_PER_MS = 1_000_000
+_NS_PER_S = 1_000_000_000
+
+IntArray = npt.NDArray[np.int64]
+
+
+# --------------------------------------------------------------------------------------------
+# What finalize reads: the engines' journal, seen through the fields it uses.
+
+
+class AdmissionLike(Protocol):
+    """One admission of a request to an engine's running list (REFERENCE-engine §1)."""
+
+    @property
+    def at_ns(self) -> int:
+        """Virtual time of the admission, in ns."""
+
+    @property
+    def reused_tokens(self) -> int:
+        """Prefix-cache hit at this admission, in tokens."""
+
+    @property
+    def is_readmission(self) -> bool:
+        """True after a preemption."""
+
+
+class TraceLike(Protocol):
+    """The per-request lifecycle record :func:`finalize` reads (``engines.RequestTrace``).
+
+    Times are integer virtual nanoseconds, None when the request never reached that point.
+    """
+
+    @property
+    def request_id(self) -> str:
+        """The request id."""
+
+    @property
+    def input_length(self) -> int:
+        """Prompt tokens ``P``."""
+
+    @property
+    def output_length(self) -> int:
+        """Requested output tokens ``N``."""
+
+    @property
+    def arrival_ns(self) -> int | None:
+        """Release at the frontend."""
+
+    @property
+    def tokenize_start_ns(self) -> int | None:
+        """Start of tokenization (optional stage)."""
+
+    @property
+    def tokenized_ns(self) -> int | None:
+        """End of tokenization (optional stage)."""
+
+    @property
+    def engine_arrival_ns(self) -> int | None:
+        """First arrival in an engine's waiting queue."""
+
+    @property
+    def engine(self) -> int | None:
+        """Index of the engine that holds (or held) the request."""
+
+    @property
+    def first_admit_ns(self) -> int | None:
+        """First admission to a running list."""
+
+    @property
+    def admissions(self) -> Sequence[AdmissionLike]:
+        """Every admission, first included, in time order."""
+
+    @property
+    def token_times_ns(self) -> Sequence[int]:
+        """The time of every produced token."""
+
+    @property
+    def num_preemptions(self) -> int:
+        """How many times the request was preempted."""
+
+    @property
+    def reused_input_tokens(self) -> int:
+        """Prefix-cache hit at the first admission, in tokens."""
+
+    @property
+    def terminal_ns(self) -> int | None:
+        """When the request reached its terminal state."""
+
+    @property
+    def terminal_status(self) -> str | None:
+        """The terminal state, None while in flight."""
+
+    @property
+    def rejection_reason(self) -> str | None:
+        """Why the request was rejected or failed, if it was."""
+
+
+class JournalLike(Protocol):
+    """What :func:`finalize` reads from a run's journal (``engines.Journal``)."""
+
+    @property
+    def traces(self) -> Mapping[str, TraceLike]:
+        """Per-request traces by request id, in first-event order."""
+
+    def event_counts(self) -> Mapping[str, int]:
+        """How many lifecycle events of each kind were recorded, by kind name."""
+
+
+# --------------------------------------------------------------------------------------------
+# The result.
+
+
+@attrs.frozen
+class AdmissionRecord:
+    """One admission of a request, in milliseconds.
+
+    Attributes:
+        at_ms: virtual time of the admission.
+        reused_tokens: prefix-cache hit at this admission, in tokens.
+        is_readmission: True for an admission after a preemption.
+    """
+
+    at_ms: float
+    reused_tokens: int
+    is_readmission: bool
+
+
+@attrs.frozen
+class Handoff:
+    """The prefill→decode handoff of a request in a disaggregated topology (REFERENCE-engine §6).
+
+    Attributes:
+        prefill_worker: index of the prefill engine.
+        decode_worker: index of the decode engine.
+        prefill_admit_ms: admission on the prefill worker.
+        prefill_done_ms: end of the prefill.
+        destination_reserved_ms: when the decode worker reserved its blocks.
+        transfer_done_ms: end of the KV transfer.
+        decode_admit_ms: admission on the decode worker.
+        transfer_tokens: tokens whose KV was transferred.
+        transfer_ms: duration of the transfer.
+        decode_reused_tokens: tokens already resident on the decode worker.
+    """
+
+    prefill_worker: int | None = None
+    decode_worker: int | None = None
+    prefill_admit_ms: float | None = None
+    prefill_done_ms: float | None = None
+    destination_reserved_ms: float | None = None
+    transfer_done_ms: float | None = None
+    decode_admit_ms: float | None = None
+    transfer_tokens: int | None = None
+    transfer_ms: float | None = None
+    decode_reused_tokens: int | None = None
+
+
+@attrs.frozen
+class RequestRecord:
+    """Everything the report knows about one request; times in virtual milliseconds.
+
+    The per-request metrics (``ttft_ms`` ... ``queueing_delay_ms``) are set only for requests
+    in the metric population (status ``completed`` with at least one output token) and are the
+    values the summary distributions are built from.
+
+    Attributes:
+        request_id: the request id.
+        status: its terminal state.
+        engine: the engine that held it, None if it never reached one.
+        input_length: prompt tokens ``P``.
+        output_length: requested output tokens ``N``.
+        output_tokens: tokens actually produced.
+        reused_input_tokens: prefix-cache hit at the first admission.
+        num_preemptions: times it was preempted.
+        rejection_reason: why it was rejected or failed, if it was.
+        arrival_ms: release at the frontend (None if never released).
+        tokenize_start_ms: start of tokenization (optional stage).
+        tokenized_ms: end of tokenization.
+        engine_arrival_ms: first arrival in an engine's waiting queue.
+        first_admit_ms: first admission.
+        first_token_ms: first produced token.
+        last_token_ms: last produced token.
+        terminal_ms: when it reached its terminal state.
+        ttft_ms: ``first_token - arrival``.
+        ttst_ms: ``second_token - first_token`` (two or more tokens).
+        tpot_ms: ``(last_token - first_token) / (n - 1)`` (two or more tokens).
+        e2e_ms: ``last_token - arrival``.
+        queueing_delay_ms: ``first_admit - engine_arrival``.
+        meets_slo: whether it meets every configured SLO; None without an SLO or outside the
+            metric population.
+        admissions: every admission, first included.
+        token_times_ms: the time of every produced token.
+        conversation_id: its conversation, if any.
+        turn_index: its position in the conversation.
+        play_id: its agentic play, if any.
+        phase: ``measure``, ``primer`` or ``warmup``.
+        lineage: conversation lineage as a JSON object, None when absent.
+        handoff: the prefill→decode handoff, None in an aggregated topology.
+    """
+
+    request_id: str
+    status: TerminalStatus
+    engine: int | None
+    input_length: int
+    output_length: int
+    output_tokens: int
+    reused_input_tokens: int
+    num_preemptions: int
+    rejection_reason: str | None
+    arrival_ms: float | None
+    tokenize_start_ms: float | None
+    tokenized_ms: float | None
+    engine_arrival_ms: float | None
+    first_admit_ms: float | None
+    first_token_ms: float | None
+    last_token_ms: float | None
+    terminal_ms: float | None
+    ttft_ms: float | None
+    ttst_ms: float | None
+    tpot_ms: float | None
+    e2e_ms: float | None
+    queueing_delay_ms: float | None
+    meets_slo: bool | None
+    admissions: tuple[AdmissionRecord, ...]
+    token_times_ms: tuple[float, ...]
+    conversation_id: str | None = None
+    turn_index: int | None = None
+    play_id: str | None = None
+    phase: str = "measure"
+    lineage: Mapping[str, object] | None = None
+    handoff: Handoff | None = None
+
+
+@attrs.frozen
+class EngineUsage:
+    """What the runner measured on one engine, handed to :func:`finalize` in :class:`RunMeta`.
+
+    Attributes:
+        index: the engine index.
+        busy_ns: total virtual time spent in passes, in ns.
+        passes: how many passes ran.
+    """
+
+    index: int
+    busy_ns: int
+    passes: int = 0
+
+
+@attrs.frozen
+class EngineSummary:
+    """Per-engine figures of the report.
+
+    Attributes:
+        index: the engine index.
+        busy_ms: total virtual time spent in passes.
+        utilisation: ``busy_ms`` divided by the run's duration (None without a duration).
+        passes: how many passes ran.
+        preemptions: preemptions of requests held by this engine.
+        completed: requests completed on this engine.
+    """
+
+    index: int
+    busy_ms: float | None
+    utilisation: float | None
+    passes: int | None
+    preemptions: int
+    completed: int
+
+
+@attrs.frozen
+class Goodput:
+    """Completed requests meeting every configured SLO.
+
+    Attributes:
+        count: how many requests are good.
+        request_goodput: good requests per second of duration (vLLM ``request_goodput``).
+        output_throughput: output tokens of good requests per second.
+        attainment: good / completed requests (None when nothing completed).
+        attainment_of_all: good / all requests of the run.
+    """
+
+    count: int
+    request_goodput: float | None
+    output_throughput: float | None
+    attainment: float | None
+    attainment_of_all: float | None
+
+
+@attrs.frozen
+class Summary:
+    """The run's metrics (REFERENCE-engine §8); names follow vLLM's serving benchmark.
+
+    The metric population is the requests with status ``completed`` and at least one token.
+
+    Attributes:
+        requests: how many requests the run accounted for.
+        status_counts: requests per terminal status, every status listed.
+        completed: requests with status ``completed``.
+        duration_s: ``max(terminal of completed) - min(arrival)``, seconds (None if nothing
+            completed).
+        total_input_tokens: prompt tokens of completed requests.
+        total_output_tokens: tokens produced by completed requests.
+        request_throughput: completed requests per second.
+        input_throughput: prompt tokens of completed requests per second.
+        output_throughput: output tokens of completed requests per second.
+        total_token_throughput: prompt plus output tokens of completed requests per second.
+        ttft_ms: time to first token.
+        ttst_ms: time to second token (two or more tokens).
+        tpot_ms: per-request time per output token (two or more tokens).
+        itl_ms: pooled inter-token gaps of every request in the population.
+        e2el_ms: end-to-end latency.
+        queueing_delay_ms: engine queueing delay (first admission - engine arrival).
+        tokenization_ms: ``tokenized - arrival`` where the tokenizer stage ran.
+        routing_delay_ms: ``engine_arrival - max(arrival, tokenized)``: time with the policy.
+        output_tokens_per_s_per_user: pooled ``1000 / gap_ms`` over positive gaps.
+        slo: the configured SLO, None when none.
+        goodput: goodput figures, None without an SLO.
+        reused_input_tokens: prefix-cache hits at first admission, completed requests.
+        reused_input_tokens_with_readmissions: hits at every admission, completed requests.
+        prefix_reuse_ratio: ``reused_input_tokens / total_input_tokens``.
+        prefix_reuse_ratio_with_readmissions: the same with readmission hits included.
+        preemptions: preemptions over all requests.
+        engines: per-engine figures, by index.
+    """
+
+    requests: int
+    status_counts: Mapping[str, int]
+    completed: int
+    duration_s: float | None
+    total_input_tokens: int
+    total_output_tokens: int
+    request_throughput: float | None
+    input_throughput: float | None
+    output_throughput: float | None
+    total_token_throughput: float | None
+    ttft_ms: Distribution
+    ttst_ms: Distribution
+    tpot_ms: Distribution
+    itl_ms: Distribution
+    e2el_ms: Distribution
+    queueing_delay_ms: Distribution
+    tokenization_ms: Distribution
+    routing_delay_ms: Distribution
+    output_tokens_per_s_per_user: Distribution
+    slo: SLO | None
+    goodput: Goodput | None
+    reused_input_tokens: int
+    reused_input_tokens_with_readmissions: int
+    prefix_reuse_ratio: float | None
+    prefix_reuse_ratio_with_readmissions: float | None
+    preemptions: int
+    engines: tuple[EngineSummary, ...]
+
+
+@attrs.frozen
+class LifecycleEvidence:
+    """What happened, counted: the evidence that every request was accounted for.
+
+    Attributes:
+        event_counts: lifecycle events recorded, by event kind name.
+        status_counts: requests per terminal status (every status listed).
+        accounted: the number of requests with a terminal status; equals ``requests``.
+        requests: the number of requests the run knew of.
+    """
+
+    event_counts: Mapping[str, int]
+    status_counts: Mapping[str, int]
+    accounted: int
+    requests: int
+
+
+@attrs.frozen
+class RunMeta:
+    """Run metadata the runner hands to :func:`finalize`.
+
+    Attributes:
+        seed: the run seed.
+        config: the resolved configuration, as JSON-compatible values (echoed to
+            ``config.json``).
+        virtual_duration_ms: virtual time at the end of the run, in milliseconds.
+        wall_time_s: real seconds the run took (console and result only, never in files).
+        events_processed: events the virtual loop processed.
+        engines: what each engine measured, by index.
+        schema_version: the report schema version.
+        simclock_version: the simclock version that produced the run.
+    """
+
+    seed: int
+    config: Mapping[str, object] = attrs.field(factory=dict)
+    virtual_duration_ms: float = 0.0
+    wall_time_s: float = 0.0
+    events_processed: int = 0
+    engines: tuple[EngineUsage, ...] = ()
+    schema_version: int = SCHEMA_VERSION
+    simclock_version: str = simclock.__version__
+
+
+@attrs.frozen
+class ReplayResult:
+    """The typed result of a replay.
+
+    Attributes:
+        summary: the metrics.
+        requests: one record per request: the workload's requests in workload order, then any
+            other request the journal saw (e.g. play instances) in first-event order.
+        evidence: lifecycle event and terminal-status counts.
+        meta: run metadata.
+        workload_source: the workload's source label.
+        workload_format: the workload's format name.
+    """
+
+    summary: Summary
+    requests: tuple[RequestRecord, ...]
+    evidence: LifecycleEvidence
+    meta: RunMeta
+    workload_source: str | None = None
+    workload_format: str | None = None
+
+
+# --------------------------------------------------------------------------------------------
+# finalize
+
+
+def _ms(ns: int | None) -> float | None:
+    return None if ns is None else ns / _NS_PER_MS
+
+
+def _status_of(trace: TraceLike | None) -> TerminalStatus:
+    """The terminal status of a request; derived when the run left it unset.
+
+    No trace: the request was never released (``never_issued``). Released but never reached
+    an engine: the policy held it (``unplaced``). Reached an engine without a terminal state:
+    in flight when the run stopped (``incomplete``).
+    """
+    if trace is None:
+        return "never_issued"
+    status = trace.terminal_status
+    if status is None:
+        if trace.engine is None and trace.engine_arrival_ns is None:
+            return "unplaced"
+        return "incomplete"
+    if status not in TERMINAL_STATUSES:
+        raise simclock.InternalError(
+            f"request {trace.request_id!r} has unknown terminal status {status!r}"
+        )
+    return status
+
+
+def _identity_fields(request: Request | None) -> dict[str, object]:
+    if request is None:
+        return {}
+    identity = request.identity
+    lineage: dict[str, object] | None = None
+    if identity.lineage is not None:
+        lineage = {
+            "schema": identity.lineage.schema,
+            "version": identity.lineage.version,
+            "root_conversation_id": identity.lineage.root_conversation_id,
+        }
+        if identity.lineage.parent_conversation_id is not None:
+            lineage["parent_conversation_id"] = identity.lineage.parent_conversation_id
+    return {
+        "conversation_id": identity.conversation_id,
+        "turn_index": identity.turn_index,
+        "play_id": identity.play_id,
+        "phase": identity.phase,
+        "lineage": lineage,
+    }
+
+
+def _handoff(trace: TraceLike) -> Handoff | None:
+    prefill_worker = getattr(trace, "prefill_worker", None)
+    decode_worker = getattr(trace, "decode_worker", None)
+    if prefill_worker is None and decode_worker is None:
+        return None
+    transfer_ms = getattr(trace, "transfer_ms", None)
+    return Handoff(
+        prefill_worker=prefill_worker,
+        decode_worker=decode_worker,
+        prefill_admit_ms=_ms(getattr(trace, "prefill_admit_ns", None)),
+        prefill_done_ms=_ms(getattr(trace, "prefill_done_ns", None)),
+        destination_reserved_ms=_ms(getattr(trace, "destination_reserved_ns", None)),
+        transfer_done_ms=_ms(getattr(trace, "transfer_done_ns", None)),
+        decode_admit_ms=_ms(getattr(trace, "decode_admit_ns", None)),
+        transfer_tokens=getattr(trace, "transfer_tokens", None),
+        transfer_ms=None if transfer_ms is None else float(transfer_ms),
+        decode_reused_tokens=getattr(trace, "decode_reused_tokens", None),
+    )
+
+
+@attrs.define
+class _Accumulator:
+    """Samples gathered over the metric population while building records."""
+
+    ttft: list[float] = attrs.Factory(list)
+    ttst: list[float] = attrs.Factory(list)
+    tpot: list[float] = attrs.Factory(list)
+    e2e: list[float] = attrs.Factory(list)
+    queueing: list[float] = attrs.Factory(list)
+    tokenization: list[float] = attrs.Factory(list)
+    routing: list[float] = attrs.Factory(list)
+    gaps_ns: list[IntArray] = attrs.Factory(list)
+    good: int = 0
+    good_output_tokens: int = 0
+    last_completion_ns: int | None = None
+
+
+def _record(
+    request: Request | None,
+    trace: TraceLike | None,
+    *,
+    slo: SLO | None,
+    acc: _Accumulator,
+) -> RequestRecord:
+    status = _status_of(trace)
+    if trace is None:
+        if request is None:
+            raise simclock.InternalError("a record needs a request or a trace")
+        return RequestRecord(
+            request_id=request.id,
+            status=status,
+            engine=None,
+            input_length=request.input_length,
+            output_length=request.output_length,
+            output_tokens=0,
+            reused_input_tokens=0,
+            num_preemptions=0,
+            rejection_reason=None,
+            arrival_ms=None,
+            tokenize_start_ms=None,
+            tokenized_ms=None,
+            engine_arrival_ms=None,
+            first_admit_ms=None,
+            first_token_ms=None,
+            last_token_ms=None,
+            terminal_ms=None,
+            ttft_ms=None,
+            ttst_ms=None,
+            tpot_ms=None,
+            e2e_ms=None,
+            queueing_delay_ms=None,
+            meets_slo=None,
+            admissions=(),
+            token_times_ms=(),
+            **_identity_fields(request),  # type: ignore[arg-type]
+        )
+
+    tokens_ns = np.asarray(trace.token_times_ns, dtype=np.int64)
+    n = int(tokens_ns.size)
+    ttft = ttst = tpot = e2e = queueing = None
+    meets: bool | None = None
+    arrival_ns = trace.arrival_ns
+    if status == "completed":
+        if trace.terminal_ns is None:
+            raise simclock.InternalError(f"completed request {trace.request_id!r} has no end time")
+        if acc.last_completion_ns is None or trace.terminal_ns > acc.last_completion_ns:
+            acc.last_completion_ns = trace.terminal_ns
+    if status == "completed" and n >= 1:
+        if arrival_ns is None:
+            raise simclock.InternalError(f"completed request {trace.request_id!r} has no arrival")
+        first, last = int(tokens_ns[0]), int(tokens_ns[-1])
+        ttft = (first - arrival_ns) / _NS_PER_MS
+        e2e = (last - arrival_ns) / _NS_PER_MS
+        acc.ttft.append(ttft)
+        acc.e2e.append(e2e)
+        if n >= 2:
+            ttst = (int(tokens_ns[1]) - first) / _NS_PER_MS
+            tpot = (last - first) / (n - 1) / _NS_PER_MS
+            acc.ttst.append(ttst)
+            acc.tpot.append(tpot)
+            acc.gaps_ns.append(np.diff(tokens_ns))
+        if trace.first_admit_ns is not None and trace.engine_arrival_ns is not None:
+            queueing = (trace.first_admit_ns - trace.engine_arrival_ns) / _NS_PER_MS
+            acc.queueing.append(queueing)
+        if trace.tokenized_ns is not None:
+            acc.tokenization.append((trace.tokenized_ns - arrival_ns) / _NS_PER_MS)
+        if trace.engine_arrival_ns is not None:
+            ready_ns = arrival_ns if trace.tokenized_ns is None else trace.tokenized_ns
+            acc.routing.append((trace.engine_arrival_ns - max(arrival_ns, ready_ns)) / _NS_PER_MS)
+        if slo is not None:
+            meets = slo.met(ttft_ms=ttft, tpot_ms=tpot, e2e_ms=e2e)
+            if meets:
+                acc.good += 1
+                acc.good_output_tokens += n
+
+    identity = _identity_fields(request)
+    return RequestRecord(
+        request_id=trace.request_id,
+        status=status,
+        engine=trace.engine,
+        input_length=trace.input_length,
+        output_length=trace.output_length,
+        output_tokens=n,
+        reused_input_tokens=trace.reused_input_tokens,
+        num_preemptions=trace.num_preemptions,
+        rejection_reason=trace.rejection_reason,
+        arrival_ms=_ms(arrival_ns),
+        tokenize_start_ms=_ms(trace.tokenize_start_ns),
+        tokenized_ms=_ms(trace.tokenized_ns),
+        engine_arrival_ms=_ms(trace.engine_arrival_ns),
+        first_admit_ms=_ms(trace.first_admit_ns),
+        first_token_ms=float(tokens_ns[0]) / _NS_PER_MS if n else None,
+        last_token_ms=float(tokens_ns[-1]) / _NS_PER_MS if n else None,
+        terminal_ms=_ms(trace.terminal_ns),
+        ttft_ms=ttft,
+        ttst_ms=ttst,
+        tpot_ms=tpot,
+        e2e_ms=e2e,
+        queueing_delay_ms=queueing,
+        meets_slo=meets,
+        admissions=tuple(
+            AdmissionRecord(
+                at_ms=a.at_ns / _NS_PER_MS,
+                reused_tokens=a.reused_tokens,
+                is_readmission=a.is_readmission,
+            )
+            for a in trace.admissions
+        ),
+        token_times_ms=tuple((tokens_ns / _NS_PER_MS).tolist()),
+        handoff=_handoff(trace),
+        **identity,  # type: ignore[arg-type]
+    )
+
+
+def _rate(amount: float, duration_s: float | None) -> float | None:
+    if duration_s is None or duration_s <= 0:
+        return None
+    return amount / duration_s
+
+
+def _ratio(numerator: float, denominator: float) -> float | None:
+    return None if denominator == 0 else numerator / denominator
+
+
+def finalize(
+    journal: JournalLike,
+    *,
+    workload: Workload,
+    meta: RunMeta,
+    slo: SLO | None = None,
+) -> ReplayResult:
+    """Turn a finished run's journal into a :class:`ReplayResult`.
+
+    Every request of ``workload`` gets exactly one record and one terminal status, then every
+    other request the journal traced (play instances). A trace whose status the run left
+    unset is classified: never traced → ``never_issued``; traced but never at an engine →
+    ``unplaced``; at an engine → ``incomplete``.
+
+    Args:
+        journal: the run's journal (``engines.Journal`` or anything with the same ``traces``
+            and ``event_counts()``).
+        workload: the workload that was replayed.
+        meta: run metadata measured by the runner.
+        slo: service-level objectives for goodput; None (or an empty SLO) for none.
+
+    Returns:
+        The typed result: summary, per-request records, lifecycle evidence, metadata.
+
+    Raises:
+        simclock.InternalError: a trace is inconsistent (unknown status, a completed request
+            without an arrival time).
+    """
+    if slo is not None and slo.is_empty:
+        slo = None
+    traces = journal.traces
+    acc = _Accumulator()
+    records: list[RequestRecord] = []
+    seen: set[str] = set()
+    for request in workload.requests:
+        seen.add(request.id)
+        records.append(_record(request, traces.get(request.id), slo=slo, acc=acc))
+    for request_id, trace in traces.items():
+        if request_id not in seen:
+            records.append(_record(None, trace, slo=slo, acc=acc))
+
+    status_counts: dict[str, int] = dict.fromkeys(TERMINAL_STATUSES, 0)
+    for record in records:
+        status_counts[record.status] += 1
+
+    completed = [r for r in records if r.status == "completed"]
+    arrivals_ns = [t.arrival_ns for t in traces.values() if t.arrival_ns is not None]
+    duration_ns: int | None = None
+    if acc.last_completion_ns is not None and arrivals_ns:
+        duration_ns = acc.last_completion_ns - min(arrivals_ns)
+    duration_s = None if duration_ns is None else duration_ns / _NS_PER_S
+
+    total_input = sum(r.input_length for r in completed)
+    total_output = sum(r.output_tokens for r in completed)
+    reused_first = sum(r.reused_input_tokens for r in completed)
+    reused_all = sum(a.reused_tokens for r in completed for a in r.admissions)
+
+    gaps_ns = np.concatenate(acc.gaps_ns) if acc.gaps_ns else np.zeros(0, dtype=np.int64)
+    itl_ms = gaps_ns / _NS_PER_MS
+    positive = itl_ms[gaps_ns > 0]
+
+    goodput: Goodput | None = None
+    if slo is not None:
+        goodput = Goodput(
+            count=acc.good,
+            request_goodput=_rate(acc.good, duration_s),
+            output_throughput=_rate(acc.good_output_tokens, duration_s),
+            attainment=_ratio(acc.good, len(completed)),
+            attainment_of_all=_ratio(acc.good, len(records)),
+        )
+
+    summary = Summary(
+        requests=len(records),
+        status_counts=status_counts,
+        completed=len(completed),
+        duration_s=duration_s,
+        total_input_tokens=total_input,
+        total_output_tokens=total_output,
+        request_throughput=_rate(len(completed), duration_s),
+        input_throughput=_rate(total_input, duration_s),
+        output_throughput=_rate(total_output, duration_s),
+        total_token_throughput=_rate(total_input + total_output, duration_s),
+        ttft_ms=Distribution.of(acc.ttft),
+        ttst_ms=Distribution.of(acc.ttst),
+        tpot_ms=Distribution.of(acc.tpot),
+        itl_ms=Distribution.of(itl_ms),
+        e2el_ms=Distribution.of(acc.e2e),
+        queueing_delay_ms=Distribution.of(acc.queueing),
+        tokenization_ms=Distribution.of(acc.tokenization),
+        routing_delay_ms=Distribution.of(acc.routing),
+        output_tokens_per_s_per_user=Distribution.of(1000.0 / positive),
+        slo=slo,
+        goodput=goodput,
+        reused_input_tokens=reused_first,
+        reused_input_tokens_with_readmissions=reused_all,
+        prefix_reuse_ratio=_ratio(reused_first, total_input),
+        prefix_reuse_ratio_with_readmissions=_ratio(reused_all, total_input),
+        preemptions=sum(r.num_preemptions for r in records),
+        engines=_engine_summaries(records, meta.engines, duration_ns),
+    )
+    evidence = LifecycleEvidence(
+        event_counts=dict(journal.event_counts()),
+        status_counts=dict(status_counts),
+        accounted=sum(status_counts.values()),
+        requests=len(records),
+    )
+    return ReplayResult(
+        summary=summary,
+        requests=tuple(records),
+        evidence=evidence,
+        meta=meta,
+        workload_source=workload.source,
+        workload_format=workload.format,
+    )
+
+
+def _engine_summaries(
+    records: Sequence[RequestRecord],
+    usage: Sequence[EngineUsage],
+    duration_ns: int | None,
+) -> tuple[EngineSummary, ...]:
+    by_index = {u.index: u for u in usage}
+    indices = set(by_index)
+    indices.update(r.engine for r in records if r.engine is not None)
+    preemptions = dict.fromkeys(indices, 0)
+    completed = dict.fromkeys(indices, 0)
+    for record in records:
+        if record.engine is None:
+            continue
+        preemptions[record.engine] += record.num_preemptions
+        if record.status == "completed":
+            completed[record.engine] += 1
+    summaries = []
+    for index in sorted(indices):
+        u = by_index.get(index)
+        busy_ms = None if u is None else u.busy_ns / _NS_PER_MS
+        utilisation = None
+        if u is not None and duration_ns is not None and duration_ns > 0:
+            utilisation = u.busy_ns / duration_ns
+        summaries.append(
+            EngineSummary(
+                index=index,
+                busy_ms=busy_ms,
+                utilisation=utilisation,
+                passes=None if u is None else u.passes,
+                preemptions=preemptions[index],
+                completed=completed[index],
+            )
+        )
+    return tuple(summaries)

@@ -1,0 +1,109 @@
+"""Distributions and SLOs (REFERENCE-engine §8, "Statistics" and "Goodput")."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from replay import SLO, Distribution, SLOError
+
+
+def test_distribution_of_four_values_matches_hand_computed_statistics() -> None:
+    d = Distribution.of([4.0, 1.0, 3.0, 2.0])
+    assert d.count == 4
+    assert d.mean == 2.5
+    assert d.std == math.sqrt(1.25)  # population std: mean of squared deviations 5/4
+    assert (d.min, d.max) == (1.0, 4.0)
+    # r = p/100 * 3: p50 r=1.5 -> 2.5; p75 r=2.25 -> 3.25; p90 r=2.7 -> 3.7 ...
+    assert d.p50 == 2.5
+    assert d.p75 == 3.25
+    assert d.p90 == pytest.approx(3.7, abs=1e-12)
+    assert d.p95 == pytest.approx(3.85, abs=1e-12)
+    assert d.p99 == pytest.approx(3.97, abs=1e-12)
+
+
+def test_distribution_percentiles_are_numpy_linear_interpolation() -> None:
+    rng = np.random.default_rng(7)
+    sample = rng.exponential(50.0, size=101)
+    d = Distribution.of(sample)
+    expected = np.percentile(sample, [50, 75, 90, 95, 99], method="linear")
+    assert [d.p50, d.p75, d.p90, d.p95, d.p99] == [float(x) for x in expected]
+
+
+def test_distribution_of_one_value_has_zero_std_and_every_percentile_equal() -> None:
+    d = Distribution.of([7.5])
+    assert d.as_dict() == {
+        "count": 1,
+        "mean": 7.5,
+        "std": 0.0,
+        "min": 7.5,
+        "max": 7.5,
+        "p50": 7.5,
+        "p75": 7.5,
+        "p90": 7.5,
+        "p95": 7.5,
+        "p99": 7.5,
+    }
+
+
+def test_empty_distribution_has_count_zero_and_no_statistics() -> None:
+    d = Distribution.of([])
+    assert d.count == 0
+    assert {k: v for k, v in d.as_dict().items() if k != "count"} == dict.fromkeys(
+        ["mean", "std", "min", "max", "p50", "p75", "p90", "p95", "p99"]
+    )
+
+
+def test_distribution_rejects_non_finite_values() -> None:
+    with pytest.raises(ValueError, match=r"^Distribution.of: every value must be finite$"):
+        Distribution.of([1.0, float("nan")])
+
+
+def test_slo_parse_reads_every_key_in_milliseconds() -> None:
+    assert SLO.parse("ttft=200,tpot=50,e2e=1500.5") == SLO(ttft_ms=200, tpot_ms=50, e2e_ms=1500.5)
+    assert SLO.parse(" e2el = 10 ") == SLO(e2e_ms=10)
+    assert SLO.parse("").is_empty
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("ttft", "slo: 'ttft' is not key=milliseconds"),
+        ("itl=5", "slo: unknown metric 'itl' (expected ttft, tpot, e2e)"),
+        ("ttft=1,ttft=2", "slo: ttft is given twice"),
+        ("e2e=1,e2el=2", "slo: e2el is given twice"),
+        ("tpot=fast", "slo: tpot: 'fast' is not a number"),
+        ("ttft=-1", "slo: ttft must be a finite number >= 0 (ms), got -1.0"),
+        ("ttft=inf", "slo: ttft must be a finite number >= 0 (ms), got inf"),
+    ],
+)
+def test_slo_parse_errors_name_the_problem(text: str, message: str) -> None:
+    with pytest.raises(SLOError) as info:
+        SLO.parse(text)
+    assert str(info.value) == message
+    assert isinstance(info.value, ValueError)
+
+
+def test_slo_from_mapping_validates_like_parse() -> None:
+    assert SLO.from_mapping({"ttft": 200, "e2el": 900}) == SLO(ttft_ms=200, e2e_ms=900)
+    with pytest.raises(SLOError) as info:
+        SLO.from_mapping({"ttft": True}, where="run.toml: slo")
+    assert str(info.value) == "run.toml: slo: ttft must be a finite number >= 0 (ms), got True"
+
+
+def test_slo_bounds_are_inclusive_and_tpot_is_skipped_without_a_value() -> None:
+    slo = SLO(ttft_ms=200, tpot_ms=50, e2e_ms=1000)
+    assert slo.met(ttft_ms=200, tpot_ms=50, e2e_ms=1000)
+    assert not slo.met(ttft_ms=200.001, tpot_ms=50, e2e_ms=1000)
+    assert not slo.met(ttft_ms=200, tpot_ms=50.001, e2e_ms=1000)
+    assert not slo.met(ttft_ms=200, tpot_ms=50, e2e_ms=1000.001)
+    assert slo.met(ttft_ms=10, tpot_ms=None, e2e_ms=10)
+
+
+def test_slo_text_round_trips() -> None:
+    slo = SLO(ttft_ms=200, e2e_ms=1500.5)
+    assert slo.as_text() == "ttft=200,e2e=1500.5"
+    assert SLO.parse(slo.as_text()) == slo
+    assert slo.as_dict() == {"ttft_ms": 200, "e2e_ms": 1500.5}
