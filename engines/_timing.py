@@ -12,16 +12,29 @@ charges the decode part, a decode-role engine never charges the prefill part.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
+from itertools import combinations
 from typing import Any
 
 import attrs
 import numpy as np
+import numpy.typing as npt
 
 from simclock import SimulationError
 
 from ._pass import PassShape
 
-__all__ = ("FixedTiming", "TimingConfigError")
+BoolArray = npt.NDArray[np.bool_]
+FloatArray = npt.NDArray[np.float64]
+
+__all__ = (
+    "FixedTiming",
+    "LinearSample",
+    "LinearTiming",
+    "PolynomialTiming",
+    "TimingConfigError",
+    "fit_linear",
+)
 
 
 class TimingConfigError(SimulationError, ValueError):
@@ -50,9 +63,37 @@ def _check_number(owner: str, name: str, value: object, *, positive: bool) -> No
         raise TimingConfigError(f"{owner}.{name} must be a finite number {bound}, got {value!r}")
 
 
+def _finite(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    """attrs validator: a real, finite number of either sign."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise TimingConfigError(
+            f"{type(instance).__name__}.{attribute.name} must be a finite number, got {value!r}"
+        )
+
+
 def _charges(shape: PassShape) -> tuple[bool, bool]:
     """Whether the role lets a pass charge its prefill part and its decode part (§5.2)."""
     return shape.role != "decode", shape.role != "prefill"
+
+
+def _entry_masks(shape: PassShape) -> tuple[BoolArray, BoolArray]:
+    """Prefill and decode entries (§5.1) that the engine's role lets the pass charge."""
+    decode = shape.is_decode
+    prefill = ~decode
+    if shape.role == "prefill":
+        decode = np.zeros_like(decode)
+    return prefill, decode
+
+
+def _sampling_decodes(shape: PassShape) -> BoolArray:
+    """The §5.2 ``has_decode`` set: entries that sample and had sampled before (any sampling
+    entry on a decode-role engine; none on a prefill-role engine)."""
+    if shape.role == "decode":
+        return shape.samples.copy()
+    if shape.role == "prefill":
+        return np.zeros_like(shape.samples)
+    mask: BoolArray = shape.samples & (shape.output_before >= 1)
+    return mask
 
 
 @attrs.frozen
@@ -96,3 +137,252 @@ class FixedTiming:
         else:
             has_decode = charge_decode and bool(np.any(shape.samples & (shape.output_before >= 1)))
         return float(self.prefill_ms) * has_prefill + float(self.decode_ms) * has_decode
+
+
+@attrs.frozen(kw_only=True)
+class PolynomialTiming:
+    """A quadratic in new prompt tokens plus a quadratic in active-KV fraction
+    (REFERENCE-engine §5.3; the Dynamo mocker's default)::
+
+        N         = Σ n_r over prefill entries (prompt chunks and recomputes, after prefix hits)
+        T_prefill = prefill_a2·N² + prefill_a1·N + prefill_a0            if N > 0 else 0
+        u         = min(1, Σ_{r in D} (P_r + num_output_r) / kv_capacity_tokens)
+        T_decode  = max(decode_floor_ms, decode_b2·u² + decode_b1·u + decode_b0)
+                                                                       if D non-empty else 0
+        T         = T_prefill + T_decode
+
+    ``D`` is the §5.2 ``has_decode`` set (entries that sample and had sampled before; every
+    sampling entry on a decode-role engine), ``num_output`` is counted before the pass. With the
+    default coefficients ``N = 1000`` gives 32.1 ms. A prefill-role engine drops ``T_decode``; a
+    decode-role engine has no prefill entries.
+
+    Attributes:
+        prefill_a2: ms per token², default ``4.209989e-7``.
+        prefill_a1: ms per token, default ``1.518344e-2``.
+        prefill_a0: ms, default ``16.50142``.
+        decode_b2: ms, default ``-25.74``.
+        decode_b1: ms, default ``54.01``.
+        decode_b0: ms, default ``5.74``.
+        decode_floor_ms: the least decode part, ms, default ``1.0``.
+
+    Raises:
+        TimingConfigError: a coefficient is not finite, or ``decode_floor_ms`` is negative.
+    """
+
+    prefill_a2: float = attrs.field(default=4.209989e-7, validator=_finite)
+    prefill_a1: float = attrs.field(default=1.518344e-2, validator=_finite)
+    prefill_a0: float = attrs.field(default=16.50142, validator=_finite)
+    decode_b2: float = attrs.field(default=-25.74, validator=_finite)
+    decode_b1: float = attrs.field(default=54.01, validator=_finite)
+    decode_b0: float = attrs.field(default=5.74, validator=_finite)
+    decode_floor_ms: float = attrs.field(default=1.0, validator=_finite_non_negative)
+
+    def prefill_ms(self, prompt_tokens: int) -> float:
+        """``T_prefill`` for ``prompt_tokens`` new prompt tokens (0 for none), clamped at 0."""
+        n = float(prompt_tokens)
+        if n <= 0:
+            return 0.0
+        return max(0.0, self.prefill_a2 * n * n + self.prefill_a1 * n + self.prefill_a0)
+
+    def decode_ms(self, kv_fraction: float) -> float:
+        """``T_decode`` at active-KV fraction ``kv_fraction`` (clipped to ``[0, 1]``)."""
+        u = min(1.0, max(0.0, float(kv_fraction)))
+        return max(
+            float(self.decode_floor_ms),
+            self.decode_b2 * u * u + self.decode_b1 * u + self.decode_b0,
+        )
+
+    def pass_time_ms(self, shape: PassShape) -> float:
+        """Return ``T_prefill + T_decode`` for the pass, in milliseconds.
+
+        Args:
+            shape: the scheduled pass; ``kv_capacity_tokens`` must be ``> 0`` when the pass
+                has decode work.
+
+        Returns:
+            The pass duration (``0.0`` for an empty pass).
+
+        Raises:
+            TimingConfigError: the pass has decode work and ``shape.kv_capacity_tokens <= 0``.
+        """
+        prefill, _ = _entry_masks(shape)
+        total = self.prefill_ms(int(shape.scheduled[prefill].sum()))
+        decodes = _sampling_decodes(shape)
+        if bool(np.any(decodes)):
+            capacity = shape.kv_capacity_tokens
+            if capacity <= 0:
+                raise TimingConfigError(
+                    "PolynomialTiming needs kv_capacity_tokens > 0 in the pass shape, "
+                    f"got {capacity!r}"
+                )
+            active = int((shape.prompt_length[decodes] + shape.output_before[decodes]).sum())
+            total += self.decode_ms(active / capacity)
+        return total
+
+
+@attrs.frozen(kw_only=True)
+class LinearTiming:
+    """A linear model in the §5.1 aggregates, the recommended calibratable model (§5.4)::
+
+        T = c0 + c_p·N_p + c_d·B_d + c_kv·K + c_pp·Σ_{prefill} n_r·(c_r + n_r/2)
+
+    (``T = 0`` only for an empty pass). The pass splits additively into a prefill part
+    (``c_p·N_p``, ``c_kv`` over prefill entries, the ``c_pp`` term) and a decode part
+    (``c_d·B_d``, ``c_kv`` over decode entries); a prefill-role engine drops the decode part, a
+    decode-role engine has only decode entries. ``c0`` is charged once per non-empty pass.
+    Fit the coefficients to measured pass times with :func:`fit_linear`.
+
+    Attributes:
+        c0: fixed cost per pass, ms.
+        c_p: ms per prefill position (``N_p``).
+        c_d: ms per decode entry (``B_d``).
+        c_kv: ms per KV position read (``K = Σ (c_r + n_r)``).
+        c_pp: ms per unit of prefill attention work ``n_r·(c_r + n_r/2)``; default 0.
+
+    Raises:
+        TimingConfigError: a coefficient is not a finite number ``>= 0``.
+    """
+
+    c0: float = attrs.field(validator=_finite_non_negative)
+    c_p: float = attrs.field(validator=_finite_non_negative)
+    c_d: float = attrs.field(validator=_finite_non_negative)
+    c_kv: float = attrs.field(validator=_finite_non_negative)
+    c_pp: float = attrs.field(default=0.0, validator=_finite_non_negative)
+
+    def pass_time_ms(self, shape: PassShape) -> float:
+        """Return the duration of the pass in milliseconds.
+
+        Args:
+            shape: the scheduled pass.
+
+        Returns:
+            ``c0 + c_p·N_p + c_d·B_d + c_kv·K + c_pp·(prefill attention)``; ``0.0`` if empty.
+        """
+        if len(shape.scheduled) == 0:
+            return 0.0
+        prefill_tokens, decode_count, kv_positions, prefill_attention = _linear_regressors(shape)
+        return float(
+            self.c0
+            + self.c_p * prefill_tokens
+            + self.c_d * decode_count
+            + self.c_kv * kv_positions
+            + self.c_pp * prefill_attention
+        )
+
+
+def _linear_regressors(shape: PassShape) -> tuple[float, float, float, float]:
+    """``(N_p, B_d, K, Σ_{prefill} n_r·(c_r + n_r/2))`` over the entries the role charges."""
+    prefill, decode = _entry_masks(shape)
+    n = shape.scheduled.astype(np.float64)
+    c = shape.computed.astype(np.float64)
+    charged = prefill | decode
+    return (
+        float(n[prefill].sum()),
+        float(np.count_nonzero(decode)),
+        float((c[charged] + n[charged]).sum()),
+        float((n[prefill] * (c[prefill] + n[prefill] / 2)).sum()),
+    )
+
+
+@attrs.frozen(kw_only=True)
+class LinearSample:
+    """One measured pass, reduced to the regressors of :class:`LinearTiming`.
+
+    Attributes:
+        prefill_tokens: ``N_p``.
+        decode_count: ``B_d``.
+        kv_positions: ``K``, over the entries the role charges.
+        prefill_attention: ``Σ_{prefill} n_r·(c_r + n_r/2)``; default 0.
+        time_ms: the measured pass time, ms.
+
+    Raises:
+        TimingConfigError: a value is not a finite number ``>= 0``.
+    """
+
+    prefill_tokens: float = attrs.field(validator=_finite_non_negative)
+    decode_count: float = attrs.field(validator=_finite_non_negative)
+    kv_positions: float = attrs.field(validator=_finite_non_negative)
+    prefill_attention: float = attrs.field(default=0.0, validator=_finite_non_negative)
+    time_ms: float = attrs.field(validator=_finite_non_negative)
+
+    @classmethod
+    def from_shape(cls, shape: PassShape, *, time_ms: float) -> LinearSample:
+        """Reduce a pass shape (with the role overrides applied) and its measured time.
+
+        Args:
+            shape: the pass.
+            time_ms: its measured duration, ms.
+
+        Returns:
+            The sample.
+        """
+        prefill_tokens, decode_count, kv_positions, prefill_attention = _linear_regressors(shape)
+        return cls(
+            prefill_tokens=prefill_tokens,
+            decode_count=decode_count,
+            kv_positions=kv_positions,
+            prefill_attention=prefill_attention,
+            time_ms=time_ms,
+        )
+
+
+_LINEAR_NAMES = ("c0", "c_p", "c_d", "c_kv", "c_pp")
+
+
+def fit_linear(samples: Iterable[LinearSample], *, fit_c_pp: bool = False) -> LinearTiming:
+    """Fit :class:`LinearTiming` to measured pass times by non-negative least squares.
+
+    Every subset of the coefficients is fitted with ``numpy.linalg.lstsq`` (the others held at
+    0) and the best fit whose coefficients are all ``>= 0`` wins, which is the exact
+    non-negative least-squares solution for these few regressors. Exact data is recovered
+    exactly (to rounding).
+
+    Args:
+        samples: the measured passes (at least as many as coefficients fitted).
+        fit_c_pp: also fit ``c_pp`` (long-prompt attention); otherwise ``c_pp = 0``.
+
+    Returns:
+        The fitted model.
+
+    Raises:
+        TimingConfigError: fewer samples than coefficients, or no sample varies a regressor
+            enough to fit it (for example no pass ever had decode entries).
+    """
+    rows = list(samples)
+    width = 5 if fit_c_pp else 4
+    if len(rows) < width:
+        raise TimingConfigError(
+            f"fit_linear needs at least {width} samples to fit {width} coefficients, "
+            f"got {len(rows)}"
+        )
+    x: FloatArray = np.array(
+        [
+            [1.0, r.prefill_tokens, r.decode_count, r.kv_positions, r.prefill_attention][:width]
+            for r in rows
+        ],
+        dtype=np.float64,
+    )
+    y: FloatArray = np.array([r.time_ms for r in rows], dtype=np.float64)
+    rank = int(np.linalg.matrix_rank(x))
+    if rank < width:
+        raise TimingConfigError(
+            f"fit_linear: the samples determine only {rank} of the {width} coefficients "
+            f"{', '.join(_LINEAR_NAMES[:width])}; measure passes that vary each regressor"
+        )
+    best: FloatArray | None = None
+    best_residual = math.inf
+    for size in range(width, 0, -1):
+        for subset in combinations(range(width), size):
+            cols = list(subset)
+            coef, *_ = np.linalg.lstsq(x[:, cols], y, rcond=None)
+            if np.any(coef < 0):
+                continue
+            full: FloatArray = np.zeros(width, dtype=np.float64)
+            full[cols] = coef
+            residual = float(np.sum((x @ full - y) ** 2))
+            if residual < best_residual * (1 - 1e-12):
+                best, best_residual = full, residual
+    if best is None:  # only the all-zero model is left
+        best = np.zeros(width, dtype=np.float64)
+    values = [float(v) for v in best] + [0.0] * (5 - width)
+    return LinearTiming(**dict(zip(_LINEAR_NAMES, values, strict=True)))

@@ -2,29 +2,12 @@
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 import simclock
-from engines import PassShape, Role
 from engines._timing import FixedTiming, TimingConfigError
 
-
-def shape(
-    *entries: tuple[int, int, int, int, bool], role: Role = "aggregated", capacity: int = 0
-) -> PassShape:
-    """Build a pass from ``(n_r, c_r, P, num_output_before, samples)`` rows."""
-    rows = np.array([e[:4] for e in entries], dtype=np.int64).reshape(-1, 4)
-    return PassShape(
-        scheduled=rows[:, 0].copy(),
-        computed=rows[:, 1].copy(),
-        prompt_length=rows[:, 2].copy(),
-        output_before=rows[:, 3].copy(),
-        samples=np.array([e[4] for e in entries], dtype=np.bool_),
-        role=role,
-        kv_capacity_tokens=capacity,
-    )
-
+from .test_timing_shapes import shape
 
 FIXED = FixedTiming(prefill_ms=50, decode_ms=10)
 FRESH_PROMPT = (1000, 0, 1000, 0, True)  # a whole fresh prompt, samples token 1

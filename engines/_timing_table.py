@@ -1,0 +1,159 @@
+"""The table timing model: interpolation in measured pass times (REFERENCE-engine §5.6)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from itertools import pairwise
+from typing import Any
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+from ._pass import PassShape
+from ._timing import TimingConfigError, _entry_masks
+
+__all__ = ("TableTiming",)
+
+FloatArray = npt.NDArray[np.float64]
+
+
+def _axis(values: Sequence[float]) -> tuple[float, ...]:
+    try:
+        return tuple(float(v) for v in values)
+    except (TypeError, ValueError) as error:
+        raise TimingConfigError(f"a table axis must be a sequence of numbers: {error}") from None
+
+
+def _grid(values: Sequence[Sequence[float]]) -> tuple[tuple[float, ...], ...]:
+    try:
+        return tuple(tuple(float(v) for v in row) for row in values)
+    except (TypeError, ValueError) as error:
+        raise TimingConfigError(f"decode_ms must be a grid of numbers: {error}") from None
+
+
+def _increasing(
+    instance: object, attribute: attrs.Attribute[Any], value: tuple[float, ...]
+) -> None:
+    name = f"{type(instance).__name__}.{attribute.name}"
+    if len(value) < 2:
+        raise TimingConfigError(f"{name} needs at least 2 points, got {len(value)}")
+    if not all(math.isfinite(v) for v in value):
+        raise TimingConfigError(f"{name} must be finite, got {value!r}")
+    if any(b <= a for a, b in pairwise(value)):
+        raise TimingConfigError(f"{name} must be strictly increasing, got {value!r}")
+
+
+def _times(instance: object, attribute: attrs.Attribute[Any], value: tuple[float, ...]) -> None:
+    name = f"{type(instance).__name__}.{attribute.name}"
+    if not all(math.isfinite(v) and v >= 0 for v in value):
+        raise TimingConfigError(f"{name} must be finite numbers >= 0, got {value!r}")
+
+
+@attrs.frozen(kw_only=True)
+class TableTiming:
+    """Interpolates measured pass times (§5.6)::
+
+        T = prefill(N_p)·[N_p > 0] + decode(B_d, K_d / B_d)·[B_d > 0]
+
+    ``N_p`` is the prefill positions of the pass, ``B_d`` its decode entries and ``K_d`` the
+    KV positions ``Σ (c_r + n_r)`` of its decode entries, so ``K_d / B_d`` is the mean decode
+    context. ``prefill`` is piecewise linear in tokens; ``decode`` is bilinear on
+    (batch, mean context). Outside a grid each part extrapolates linearly from the edge
+    segment (edge cell); each part is clamped at 0. A prefill-role engine drops the decode
+    part, a decode-role engine has only decode entries.
+
+    Attributes:
+        prefill_tokens: the prefill grid, tokens (strictly increasing, at least 2 points).
+        prefill_ms: measured prefill times at those points, ms (``>= 0``).
+        decode_batch: the batch-size grid (strictly increasing, at least 2 points).
+        decode_context: the mean-context grid, tokens (strictly increasing, at least 2 points).
+        decode_ms: measured decode times, one row per batch size, one column per context, ms.
+
+    Raises:
+        TimingConfigError: a grid is too short, not increasing or not finite; a time is
+            negative or not finite; the shapes do not match.
+    """
+
+    prefill_tokens: tuple[float, ...] = attrs.field(converter=_axis, validator=_increasing)
+    prefill_ms: tuple[float, ...] = attrs.field(converter=_axis, validator=_times)
+    decode_batch: tuple[float, ...] = attrs.field(converter=_axis, validator=_increasing)
+    decode_context: tuple[float, ...] = attrs.field(converter=_axis, validator=_increasing)
+    decode_ms: tuple[tuple[float, ...], ...] = attrs.field(converter=_grid)
+    _arrays: tuple[FloatArray, ...] = attrs.field(init=False, eq=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        if len(self.prefill_ms) != len(self.prefill_tokens):
+            raise TimingConfigError(
+                f"TableTiming.prefill_ms has {len(self.prefill_ms)} values for "
+                f"{len(self.prefill_tokens)} prefill_tokens"
+            )
+        rows, cols = len(self.decode_batch), len(self.decode_context)
+        if len(self.decode_ms) != rows or any(len(row) != cols for row in self.decode_ms):
+            shape = f"{len(self.decode_ms)}x{'/'.join(str(len(r)) for r in self.decode_ms)}"
+            raise TimingConfigError(
+                f"TableTiming.decode_ms must be {rows}x{cols} (decode_batch x decode_context), "
+                f"got {shape}"
+            )
+        for row in self.decode_ms:
+            if not all(math.isfinite(v) and v >= 0 for v in row):
+                raise TimingConfigError(
+                    f"TableTiming.decode_ms must be finite numbers >= 0, got {row!r}"
+                )
+        arrays = (
+            np.array(self.prefill_tokens, dtype=np.float64),
+            np.array(self.prefill_ms, dtype=np.float64),
+            np.array(self.decode_batch, dtype=np.float64),
+            np.array(self.decode_context, dtype=np.float64),
+            np.array(self.decode_ms, dtype=np.float64),
+        )
+        object.__setattr__(self, "_arrays", arrays)
+
+    def prefill_time_ms(self, tokens: float) -> float:
+        """The prefill part for ``tokens`` prefill positions (0 for none), clamped at 0."""
+        if tokens <= 0:
+            return 0.0
+        xs, ys = self._arrays[0], self._arrays[1]
+        i, f = _segment(xs, float(tokens))
+        return max(0.0, float(ys[i] + f * (ys[i + 1] - ys[i])))
+
+    def decode_time_ms(self, batch: float, mean_context: float) -> float:
+        """The decode part for ``batch`` decode entries at ``mean_context``, clamped at 0."""
+        if batch <= 0:
+            return 0.0
+        bs, cs, grid = self._arrays[2], self._arrays[3], self._arrays[4]
+        i, u = _segment(bs, float(batch))
+        j, v = _segment(cs, float(mean_context))
+        value = (
+            (1 - u) * (1 - v) * grid[i, j]
+            + u * (1 - v) * grid[i + 1, j]
+            + (1 - u) * v * grid[i, j + 1]
+            + u * v * grid[i + 1, j + 1]
+        )
+        return max(0.0, float(value))
+
+    def pass_time_ms(self, shape: PassShape) -> float:
+        """Return ``prefill(N_p) + decode(B_d, K_d / B_d)`` for the pass, in milliseconds.
+
+        Args:
+            shape: the scheduled pass.
+
+        Returns:
+            The pass duration (``0.0`` for an empty pass).
+        """
+        prefill, decode = _entry_masks(shape)
+        total = self.prefill_time_ms(float(shape.scheduled[prefill].sum()))
+        batch = int(np.count_nonzero(decode))
+        if batch:
+            kv = float((shape.computed[decode] + shape.scheduled[decode]).sum())
+            total += self.decode_time_ms(batch, kv / batch)
+        return total
+
+
+def _segment(xs: FloatArray, x: float) -> tuple[int, float]:
+    """The grid segment ``[xs[i], xs[i+1]]`` used for ``x`` (the edge one outside the grid) and
+    the fraction of the way along it (below 0 or above 1 when extrapolating)."""
+    i = int(np.searchsorted(xs, x, side="right")) - 1
+    i = min(max(i, 0), len(xs) - 2)
+    return i, (x - float(xs[i])) / float(xs[i + 1] - xs[i])
