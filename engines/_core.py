@@ -1,0 +1,548 @@
+"""The engine's synchronous state machine: scheduler, commit, roles (REFERENCE-engine §3, §6).
+
+:class:`EngineCore` knows nothing of the event loop: every method takes the current virtual
+time explicitly. :class:`~engines.Engine` wraps it in a coroutine and the dispatch handshake.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+
+import numpy as np
+
+from loadgen import Request
+from simclock import InternalError
+
+from ._config import EngineConfig
+from ._exceptions import PassTimingError
+from ._journal import EventKind, Journal, LifecycleEvent, RequestTrace
+from ._keys import ROOT_KEY, BlockKeyer, block_content
+from ._kv import KVCache
+from ._pass import PassShape, TimingModel
+
+__all__ = ("EngineCore", "Pass", "Seq")
+
+WAITING = "waiting"
+RUNNING = "running"
+HELD = "held"
+RESERVING = "reserving"
+RESERVED = "reserved"
+DONE = "done"
+
+
+class Seq:
+    """One request inside one engine, with its live counters (REFERENCE-engine §1).
+
+    ``state`` is one of ``waiting``, ``running``, ``held`` (prefill role: prompt done,
+    blocks kept for the transfer), ``reserving`` (decode role: in the reservation queue),
+    ``reserved`` (decode role: blocks reserved, transfer in flight), ``done``.
+    """
+
+    __slots__ = (
+        "blocks",
+        "dec",
+        "hash_ids",
+        "keys",
+        "nkeyed",
+        "num_computed",
+        "num_output",
+        "num_preemptions",
+        "pf",
+        "prompt",
+        "request",
+        "rid",
+        "state",
+        "target",
+        "trace",
+        "trace_block",
+    )
+
+    def __init__(self, request: Request, target: int, trace: RequestTrace) -> None:
+        """Wrap ``request``; ``target`` is its output length after context truncation."""
+        self.request = request
+        self.rid = request.id
+        self.prompt = request.input_length
+        self.target = target
+        self.trace = trace
+        self.hash_ids: list[int] = request.hash_ids.tolist()
+        self.trace_block = request.block_size
+        self.num_output = 0
+        self.num_computed = 0
+        self.num_preemptions = 0
+        self.blocks: list[int] = []
+        self.nkeyed = 0
+        self.keys: list[int] = []
+        self.state = WAITING
+        self.pf = 0
+        self.dec = 0
+
+
+class Pass:
+    """A planned pass: its entries in scheduling order and its interval."""
+
+    __slots__ = ("computed", "end_ns", "entries", "output_before", "scheduled", "start_ns")
+
+    def __init__(
+        self,
+        start_ns: int,
+        entries: list[Seq],
+        scheduled: list[int],
+        computed: list[int],
+        output_before: list[int],
+    ) -> None:
+        """Hold the entries; ``end_ns`` is set once the timing model has priced the pass."""
+        self.start_ns = start_ns
+        self.end_ns = start_ns
+        self.entries = entries
+        self.scheduled = scheduled
+        self.computed = computed
+        self.output_before = output_before
+
+
+class EngineCore:
+    """Scheduler + KV cache + commit of one engine, driven with explicit virtual times.
+
+    Request flow: :meth:`enqueue` (engine arrival) -> waiting -> running (admission at a pass
+    start) -> finished, with preemption back to the waiting front. Prefill role: at prompt
+    completion the request leaves running and its blocks are *held* until
+    :meth:`release_held`. Decode role: :meth:`enqueue_reservation` -> reservation queue ->
+    reserved (:meth:`process_reservations`) -> :meth:`activate` -> waiting with the prompt
+    KV resident.
+    """
+
+    def __init__(
+        self,
+        index: int,
+        config: EngineConfig,
+        timing: TimingModel,
+        keyer: BlockKeyer,
+        journal: Journal,
+    ) -> None:
+        """Build an empty engine state."""
+        self.index = index
+        self.config = config
+        self.timing = timing
+        self.keyer = keyer
+        self.journal = journal
+        self.role = config.role
+        self.block_size = config.block_size
+        self.caching = config.enable_prefix_caching
+        self.kv = KVCache(config.num_blocks, config.block_size)
+        self.waiting: deque[Seq] = deque()
+        self.running: list[Seq] = []
+        self.seqs: dict[str, Seq] = {}
+        self.held: dict[str, Seq] = {}
+        self.reservations: deque[Seq] = deque()
+        self.reserved: dict[str, Seq] = {}
+        self.prefill_outstanding = 0
+        self.decode_outstanding = 0
+        self.passes = 0
+
+    # -- events ------------------------------------------------------------------------------
+
+    def _record(
+        self, t: int, kind: EventKind, s: Seq, detail: tuple[tuple[str, object], ...] = ()
+    ) -> None:
+        self.journal.record(LifecycleEvent(t, kind, s.rid, self.index, detail))
+
+    # -- outstanding work counters -----------------------------------------------------------
+
+    def _refresh(self, s: Seq) -> None:
+        rem = s.prompt + s.num_output - s.num_computed
+        pf = 0 if rem == 1 and (s.num_output >= 1 or self.role == "decode") else rem
+        self.prefill_outstanding += pf - s.pf
+        s.pf = pf
+        dec = 0 if self.role == "prefill" else s.target - s.num_output
+        self.decode_outstanding += dec - s.dec
+        s.dec = dec
+
+    def _drop(self, s: Seq) -> None:
+        self.prefill_outstanding -= s.pf
+        self.decode_outstanding -= s.dec
+        s.pf = 0
+        s.dec = 0
+
+    # -- arrival -----------------------------------------------------------------------------
+
+    def rejection(self, request: Request) -> tuple[str, str] | None:
+        """Return ``(reason, message)`` if §4.8 refuses ``request`` here, else ``None``."""
+        cfg = self.config
+        p = request.input_length
+        if p >= cfg.context_length:
+            return (
+                "prompt_too_long",
+                f"prompt of {p} tokens does not fit context_length {cfg.context_length}",
+            )
+        target = min(request.output_length, cfg.context_length - p)
+        positions = p if self.role == "prefill" else max(p, p + target - 1)
+        blocks = -(-positions // cfg.block_size)
+        if blocks > cfg.num_blocks:
+            return (
+                "exceeds_kv_capacity",
+                f"needs {blocks} KV blocks, engine has {cfg.num_blocks}",
+            )
+        if not cfg.enable_chunked_prefill and p > cfg.max_num_batched_tokens:
+            return (
+                "exceeds_batch_budget",
+                f"prompt of {p} tokens exceeds max_num_batched_tokens "
+                f"{cfg.max_num_batched_tokens} with chunked prefill disabled",
+            )
+        return None
+
+    def new_seq(self, request: Request) -> Seq:
+        """Wrap an accepted request (not yet queued anywhere)."""
+        target = min(request.output_length, self.config.context_length - request.input_length)
+        trace = self.journal.trace(
+            request.id, input_length=request.input_length, output_length=request.output_length
+        )
+        return Seq(request, target, trace)
+
+    def enqueue(self, s: Seq) -> None:
+        """Append ``s`` to the waiting queue (engine arrival); no event is recorded."""
+        s.state = WAITING
+        self.seqs[s.rid] = s
+        self.waiting.append(s)
+        self._refresh(s)
+
+    def unqueue(self, s: Seq) -> None:
+        """Undo :meth:`enqueue` or :meth:`enqueue_reservation` of the newest arrival."""
+        if s.state == WAITING and self.waiting and self.waiting[-1] is s:
+            self.waiting.pop()
+        elif s.state == RESERVING and self.reservations and self.reservations[-1] is s:
+            self.reservations.pop()
+        else:
+            raise InternalError(f"request {s.rid!r} is not the newest arrival")
+        self._drop(s)
+        del self.seqs[s.rid]
+        s.state = DONE
+
+    # -- keys and lookup ---------------------------------------------------------------------
+
+    def _key(self, s: Seq, k: int) -> int:
+        keys = s.keys
+        while len(keys) <= k:
+            j = len(keys)
+            parent = keys[j - 1] if j else ROOT_KEY
+            content = block_content(s.hash_ids, s.trace_block, s.prompt, s.rid, j, self.block_size)
+            keys.append(self.keyer.key(parent, content))
+        return keys[k]
+
+    def _lookup(self, s: Seq, limit: int) -> list[int]:
+        """Cached blocks for the first ``limit`` blocks of ``s`` (stops at the first miss)."""
+        if not self.caching:
+            return []
+        cache = self.kv.cache
+        keys = s.keys
+        out: list[int] = []
+        parent = ROOT_KEY
+        for k in range(limit):
+            if k < len(keys):
+                key = keys[k]
+            else:
+                content = block_content(
+                    s.hash_ids, s.trace_block, s.prompt, s.rid, k, self.block_size
+                )
+                found = self.keyer.peek(parent, content)
+                if found is None:
+                    break
+                key = found
+                keys.append(key)
+            copies = cache.get(key)
+            if copies is None:
+                break
+            out.append(copies[0])
+            parent = key
+        return out
+
+    def _cache_full(self, s: Seq, positions: int) -> None:
+        """Key and register every block of ``s`` that ``positions`` scheduled makes full."""
+        if not self.caching:
+            return
+        full = min(positions, s.prompt + s.num_output) // self.block_size
+        k = s.nkeyed
+        if k < full:
+            blocks = s.blocks
+            register = self.kv.register
+            for j in range(k, full):
+                register(blocks[j], self._key(s, j))
+            s.nkeyed = full
+
+    # -- schedule phase (§3.2) ---------------------------------------------------------------
+
+    def schedule(self, now_ns: int) -> Pass | None:
+        """Plan the pass starting at ``now_ns``; all KV effects happen here.
+
+        Returns:
+            The pass, priced by the timing model, or ``None`` if no token was scheduled.
+        """
+        cfg = self.config
+        e = self.block_size
+        kv = self.kv
+        budget = cfg.max_num_batched_tokens
+        entries: list[Seq] = []
+        sched_n: list[int] = []
+        comp: list[int] = []
+        outb: list[int] = []
+        preempted = False
+        running = self.running
+        i = 0
+        while i < len(running) and budget > 0:
+            r = running[i]
+            n = r.prompt + r.num_output - r.num_computed
+            if n > budget:
+                n = budget
+            if n == 0:
+                i += 1
+                continue
+            need = -(-(r.num_computed + n) // e) - len(r.blocks)
+            if need > 0:
+                while not kv.allocate(r.blocks, [], need):
+                    v = running.pop()
+                    self._preempt(v, now_ns)
+                    preempted = True
+                    if v is r:
+                        break
+                if r.state != RUNNING:
+                    break
+            self._cache_full(r, r.num_computed + n)
+            entries.append(r)
+            sched_n.append(n)
+            comp.append(r.num_computed)
+            outb.append(r.num_output)
+            budget -= n
+            i += 1
+        if not preempted:
+            waiting = self.waiting
+            max_seqs = cfg.max_num_seqs
+            chunked = cfg.enable_chunked_prefill
+            wm = cfg.watermark_blocks
+            while waiting and budget > 0 and len(running) < max_seqs:
+                r = waiting[0]
+                num_tokens = r.prompt + r.num_output
+                hits = self._lookup(r, (num_tokens - 1) // e) if r.num_computed == 0 else []
+                hit = len(hits) * e
+                start = r.num_computed + hit
+                n = num_tokens - start
+                if n > budget:
+                    if not chunked:
+                        break
+                    n = budget
+                need = -(-(start + n) // e) - len(r.blocks) - len(hits)
+                if need < 0:
+                    need = 0
+                if not kv.allocate(r.blocks, hits, need, wm if entries else 0):
+                    break
+                waiting.popleft()
+                running.append(r)
+                r.state = RUNNING
+                if hits:
+                    r.nkeyed = len(hits)
+                r.num_computed = start
+                self._cache_full(r, start + n)
+                self._record(
+                    now_ns,
+                    EventKind.ADMITTED,
+                    r,
+                    (
+                        ("reused_tokens", hit),
+                        ("is_readmission", r.num_preemptions > 0),
+                        ("role", self.role),
+                    ),
+                )
+                entries.append(r)
+                sched_n.append(n)
+                comp.append(start)
+                outb.append(r.num_output)
+                budget -= n
+        if not entries:
+            return None
+        for j, r in enumerate(entries):
+            r.num_computed += sched_n[j]
+            self._refresh(r)
+        plan = Pass(now_ns, entries, sched_n, comp, outb)
+        plan.end_ns = now_ns + self._duration_ns(plan)
+        self.passes += 1
+        if self.journal.observed:
+            self._record_chunks(plan)
+        return plan
+
+    def _duration_ns(self, plan: Pass) -> int:
+        entries = plan.entries
+        m = len(entries)
+        prompt = np.fromiter((r.prompt for r in entries), np.int64, m)
+        role = self.role
+        if role == "prefill":
+            samples = [r.num_computed == r.prompt + r.num_output for r in entries]
+        else:
+            samples = [r.num_computed == r.prompt + r.num_output and r.target > 0 for r in entries]
+        shape = PassShape(
+            np.array(plan.scheduled, dtype=np.int64),
+            np.array(plan.computed, dtype=np.int64),
+            prompt,
+            np.array(plan.output_before, dtype=np.int64),
+            np.array(samples, dtype=np.bool_),
+            role,
+            self.config.num_blocks * self.block_size,
+        )
+        ms = self.timing.pass_time_ms(shape)
+        if isinstance(ms, bool) or not isinstance(ms, int | float) or not ms >= 0 or math.isinf(ms):
+            raise PassTimingError(
+                f"{type(self.timing).__name__}.pass_time_ms returned {ms!r}; "
+                "a pass duration must be a finite number of ms >= 0"
+            )
+        return round(ms * 1_000_000)
+
+    def _record_chunks(self, plan: Pass) -> None:
+        decode_role = self.role == "decode"
+        for j, r in enumerate(plan.entries):
+            n = plan.scheduled[j]
+            if n > 1 or (not decode_role and plan.output_before[j] == 0):
+                self._record(
+                    plan.start_ns,
+                    EventKind.PREFILL_CHUNK,
+                    r,
+                    (("tokens", n), ("computed", plan.computed[j]), ("end_ns", plan.end_ns)),
+                )
+
+    def _preempt(self, v: Seq, now_ns: int) -> None:
+        self.kv.release(v.blocks)
+        v.blocks = []
+        v.nkeyed = 0
+        v.num_computed = 0
+        v.num_preemptions += 1
+        v.state = WAITING
+        self.waiting.appendleft(v)
+        self._refresh(v)
+        self._record(now_ns, EventKind.PREEMPTED, v, (("num_output", v.num_output),))
+
+    # -- commit phase (§3.4) -----------------------------------------------------------------
+
+    def commit(self, plan: Pass) -> None:
+        """Apply the effects of ``plan`` at its end: tokens, finishes, freed blocks."""
+        t = plan.end_ns
+        finished = False
+        observed = self.journal.observed
+        prefill_role = self.role == "prefill"
+        for r in plan.entries:
+            if r.num_computed != r.prompt + r.num_output:
+                continue
+            if prefill_role:
+                r.state = HELD
+                self.held[r.rid] = r
+                self._drop(r)
+                finished = True
+                self._record(t, EventKind.PREFILL_DONE, r)
+                continue
+            if r.num_output < r.target:
+                r.num_output += 1
+                self._refresh(r)
+                if observed:
+                    kind = EventKind.FIRST_TOKEN if r.num_output == 1 else EventKind.TOKEN
+                    self._record(t, kind, r)
+                else:
+                    r.trace.token_times_ns.append(t)
+            if r.num_output >= r.target:
+                self.kv.release(r.blocks)
+                r.blocks = []
+                r.state = DONE
+                self._drop(r)
+                del self.seqs[r.rid]
+                finished = True
+                self._record(
+                    t,
+                    EventKind.FINISHED,
+                    r,
+                    (("truncated", r.target < r.request.output_length),),
+                )
+        if finished:
+            self.running = [r for r in self.running if r.state == RUNNING]
+
+    # -- roles (§6) --------------------------------------------------------------------------
+
+    def release_held(self, rid: str) -> Seq:
+        """Prefill role: free the blocks kept for ``rid``'s transfer (they stay cached)."""
+        s = self.held.pop(rid)
+        self.kv.release(s.blocks)
+        s.blocks = []
+        s.state = DONE
+        del self.seqs[rid]
+        return s
+
+    def enqueue_reservation(self, s: Seq) -> None:
+        """Decode role: put ``s`` at the back of the FIFO reservation queue."""
+        s.state = RESERVING
+        self.seqs[s.rid] = s
+        self.reservations.append(s)
+        self._refresh(s)
+
+    def process_reservations(self, now_ns: int) -> list[Seq]:
+        """Decode role: reserve blocks for the queue head(s) while they fit (§6.2).
+
+        Each reservation pins the resident prefix of the prompt's full blocks and takes
+        ``ceil(P/E) - hit_blocks`` fresh blocks. Stops at the first request lacking blocks or
+        a running slot (``running + waiting + reserved >= max_num_seqs``).
+
+        Returns:
+            The requests reserved now, in order.
+        """
+        done: list[Seq] = []
+        e = self.block_size
+        while self.reservations:
+            s = self.reservations[0]
+            if (
+                len(self.running) + len(self.waiting) + len(self.reserved)
+                >= self.config.max_num_seqs
+            ):
+                break
+            hits = self._lookup(s, s.prompt // e)
+            need = -(-s.prompt // e) - len(hits)
+            if not self.kv.allocate(s.blocks, hits, need):
+                break
+            self.reservations.popleft()
+            s.nkeyed = len(hits)
+            s.state = RESERVED
+            self.reserved[s.rid] = s
+            self._record(
+                now_ns,
+                EventKind.RESERVED,
+                s,
+                (
+                    ("reused_tokens", len(hits) * e),
+                    ("hit_blocks", len(hits)),
+                    ("missing_blocks", need),
+                ),
+            )
+            done.append(s)
+        return done
+
+    def activate(self, rid: str, now_ns: int, detail: tuple[tuple[str, object], ...]) -> Seq:
+        """Decode role: the transfer of ``rid`` ended; its prompt KV is resident (§6.4)."""
+        s = self.reserved.pop(rid)
+        s.num_computed = s.prompt - 1
+        self._cache_full(s, s.prompt)
+        s.state = WAITING
+        self.waiting.append(s)
+        self._refresh(s)
+        self._record(now_ns, EventKind.TRANSFER_DONE, s, detail)
+        return s
+
+    def cancel_reservation(self, rid: str) -> Seq:
+        """Decode role: drop a queued or reserved request, freeing any blocks it holds."""
+        s = self.seqs[rid]
+        if s.state == RESERVING:
+            self.reservations.remove(s)
+        elif s.state == RESERVED:
+            del self.reserved[rid]
+            self.kv.release(s.blocks)
+            s.blocks = []
+        else:
+            raise InternalError(f"request {rid!r} has no reservation")
+        self._drop(s)
+        del self.seqs[rid]
+        s.state = DONE
+        return s
+
+    def has_work(self) -> bool:
+        """Whether anything is running, waiting, or waiting for a reservation."""
+        return bool(self.running or self.waiting or self.reservations)

@@ -1,0 +1,654 @@
+"""The engine: a coroutine on the virtual clock around :class:`EngineCore`.
+
+It takes part in the two-phase dispatch handshake (offer -> tentative or rejection ->
+commit or abort), exposes a read-only :class:`EngineView` for policies, and publishes KV
+events (keys stored / removed) at the end of each pass.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Sequence
+from typing import Literal
+
+import attrs
+
+import simclock
+from loadgen import Request
+
+from ._config import EngineConfig
+from ._core import EngineCore, Pass
+from ._exceptions import (
+    EngineClosedError,
+    EngineError,
+    HandshakeError,
+    InvalidRequestError,
+)
+from ._journal import EventKind, Journal, LifecycleEvent
+from ._keys import BlockKeyer
+from ._pass import Role, TimingModel
+
+__all__ = (
+    "Engine",
+    "EngineSnapshot",
+    "EngineView",
+    "KVEvent",
+    "Rejection",
+    "Reservation",
+    "Tentative",
+)
+
+
+@attrs.frozen(eq=False)
+class Tentative:
+    """An open offer: the engine accepted ``request`` tentatively; commit or abort it.
+
+    Attributes:
+        engine: the index of the engine that made the offer.
+        request: the request offered.
+        serial: the offer's number on that engine (unique per engine).
+    """
+
+    engine: int
+    request: Request
+    serial: int
+
+
+@attrs.frozen
+class Rejection:
+    """An engine refused a request (REFERENCE-engine §4.8).
+
+    Attributes:
+        engine: the index of the refusing engine.
+        request_id: the refused request.
+        reason: ``"prompt_too_long"``, ``"exceeds_kv_capacity"`` or ``"exceeds_batch_budget"``.
+        message: a human-readable explanation with the numbers involved.
+    """
+
+    engine: int
+    request_id: str
+    reason: str
+    message: str
+
+
+@attrs.frozen
+class Reservation:
+    """Blocks reserved on a decode-role engine for an incoming KV transfer (§6.2).
+
+    Attributes:
+        request_id: the request.
+        engine: the decode engine's index.
+        at_ns: when the reservation was made (``destination_reserved``).
+        hit_blocks: prompt blocks already resident (pinned, not transferred).
+        missing_blocks: ``ceil(P / E) - hit_blocks`` fresh blocks to fill by transfer.
+        block_size: the decode engine's block size ``E``.
+    """
+
+    request_id: str
+    engine: int
+    at_ns: int
+    hit_blocks: int
+    missing_blocks: int
+    block_size: int
+
+    @property
+    def reused_tokens(self) -> int:
+        """Prompt tokens already resident: ``hit_blocks * block_size``."""
+        return self.hit_blocks * self.block_size
+
+
+@attrs.frozen
+class KVEvent:
+    """Keys that became cached (``stored``) or stopped being cached (``removed``) on an engine.
+
+    A key is *stored* when its first copy is registered and *removed* when its last copy is
+    evicted. Events are published at the end of the pass whose schedule phase caused them
+    (or at once for changes made while no pass is in flight); consecutive changes of one kind
+    are grouped, in the order they happened.
+
+    Attributes:
+        time_ns: the publication instant.
+        engine: the engine's index.
+        kind: ``"stored"`` or ``"removed"``.
+        block_keys: the keys, in the order they changed.
+    """
+
+    time_ns: int
+    engine: int
+    kind: Literal["stored", "removed"]
+    block_keys: tuple[int, ...]
+
+
+@attrs.frozen
+class EngineSnapshot:
+    """A comparable picture of an engine's whole state (tests, debugging).
+
+    Attributes:
+        waiting: request ids in the waiting queue, head first.
+        running: request ids in the running list, in admission order.
+        held: prefill role, request ids whose blocks are held for a transfer.
+        reserving: decode role, request ids in the reservation queue.
+        reserved: decode role, request ids with reserved blocks awaiting activation.
+        progress: ``(request_id, num_computed, num_output, blocks)`` for every request.
+        free_queue: the free blocks, head first.
+        ref_counts: the reference count of every block.
+        block_keys: the key of every block (0 = none).
+        pending_offers: open offers.
+        prefill_outstanding: as in :class:`EngineView`.
+        decode_outstanding: as in :class:`EngineView`.
+        in_pass: whether a pass is in flight.
+    """
+
+    waiting: tuple[str, ...]
+    running: tuple[str, ...]
+    held: tuple[str, ...]
+    reserving: tuple[str, ...]
+    reserved: tuple[str, ...]
+    progress: tuple[tuple[str, int, int, tuple[int, ...]], ...]
+    free_queue: tuple[int, ...]
+    ref_counts: tuple[int, ...]
+    block_keys: tuple[int, ...]
+    pending_offers: int
+    prefill_outstanding: int
+    decode_outstanding: int
+    in_pass: bool
+
+
+KVCallback = Callable[[KVEvent], object]
+
+
+@attrs.define(eq=False)
+class Engine:
+    """A simulated vLLM-v1-style engine (REFERENCE-engine) running on the virtual clock.
+
+    Lifecycle: built idle; :meth:`run` is its coroutine (start it as a task): it waits on its
+    inbox while it has nothing to do; otherwise, once every same-instant arrival has landed
+    (``simclock.instant_end`` with ``priority = index``), it plans a pass, sleeps until the
+    pass deadline (an ``ENGINE_DEADLINE`` wakeup), commits the pass, and repeats. Requests
+    committed mid-pass join at the next pass boundary. :meth:`close` says no more work will
+    come; :meth:`run` returns once the engine has drained.
+
+    Handshake (engine side, plain methods): :meth:`offer` -> :class:`Tentative` or
+    :class:`Rejection`; then :meth:`commit` or :meth:`abort`. An aborted offer leaves no
+    trace in the engine; a failed commit rolls back and raises.
+
+    Args:
+        index: the engine's index (worker order; ties at one instant go lowest first).
+        config: the engine's knobs.
+        timing: the pass-timing model.
+        keyer: the run's block keyer, shared by every engine.
+        journal: the run's journal.
+    """
+
+    index: int
+    config: EngineConfig
+    timing: TimingModel
+    keyer: BlockKeyer = attrs.field(kw_only=True)
+    journal: Journal = attrs.field(kw_only=True)
+    _core: EngineCore = attrs.field(init=False)
+    _offers: dict[int, Tentative] = attrs.field(factory=dict, init=False)
+    _serial: int = attrs.field(default=0, init=False)
+    _closed: bool = attrs.field(default=False, init=False)
+    _started: bool = attrs.field(default=False, init=False)
+    _pass: Pass | None = attrs.field(default=None, init=False)
+    _wake: asyncio.Event = attrs.field(factory=asyncio.Event, init=False)
+    _kv_subscribers: list[KVCallback] = attrs.field(factory=list, init=False)
+    _published: dict[int, None] = attrs.field(factory=dict, init=False)
+    _reservations: dict[str, Reservation] = attrs.field(factory=dict, init=False)
+    _reservation_waiters: dict[str, asyncio.Future[Reservation]] = attrs.field(
+        factory=dict, init=False
+    )
+    _view: EngineView = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._core = EngineCore(self.index, self.config, self.timing, self.keyer, self.journal)
+        self._view = EngineView(self)
+
+    # -- read-only surface -------------------------------------------------------------------
+
+    @property
+    def view(self) -> EngineView:
+        """The read-only view policies use."""
+        return self._view
+
+    @property
+    def role(self) -> Role:
+        """The engine's role."""
+        return self.config.role
+
+    @property
+    def passes(self) -> int:
+        """Passes planned so far."""
+        return self._core.passes
+
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    def subscribe_kv(self, callback: KVCallback) -> None:
+        """Call ``callback(event)`` for every :class:`KVEvent` published from now on."""
+        self._kv_subscribers.append(callback)
+
+    def snapshot(self) -> EngineSnapshot:
+        """Return the engine's whole state as a comparable value."""
+        core = self._core
+        kv = core.kv
+        return EngineSnapshot(
+            waiting=tuple(s.rid for s in core.waiting),
+            running=tuple(s.rid for s in core.running),
+            held=tuple(core.held),
+            reserving=tuple(s.rid for s in core.reservations),
+            reserved=tuple(core.reserved),
+            progress=tuple(
+                (s.rid, s.num_computed, s.num_output, tuple(s.blocks)) for s in core.seqs.values()
+            ),
+            free_queue=tuple(kv.free_blocks()),
+            ref_counts=tuple(kv.ref),
+            block_keys=tuple(kv.key),
+            pending_offers=len(self._offers),
+            prefill_outstanding=core.prefill_outstanding,
+            decode_outstanding=core.decode_outstanding,
+            in_pass=self._pass is not None,
+        )
+
+    # -- handshake ---------------------------------------------------------------------------
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise EngineClosedError(f"engine {self.index} is closed")
+
+    def offer(self, request: Request) -> Tentative | Rejection:
+        """Offer ``request`` to this engine (phase one of the dispatch handshake).
+
+        Checks the §4.8 rejection rules; reserves nothing. Records ``OFFERED`` (detail
+        ``outcome``: ``"tentative"`` or the rejection reason). A rejection records nothing
+        else: the caller decides whether the request is rejected for good
+        (:meth:`reject`) or tried elsewhere.
+
+        Args:
+            request: the request; its ``hash_ids`` must cover its prompt.
+
+        Returns:
+            A :class:`Tentative` to commit or abort, or a :class:`Rejection`.
+
+        Raises:
+            EngineClosedError: the engine is closed.
+            InvalidRequestError: the request is malformed, or already on this engine.
+        """
+        self._check_open()
+        rid = request.id
+        if rid in self._core.seqs or any(t.request.id == rid for t in self._offers.values()):
+            raise InvalidRequestError(f"request {rid!r} is already placed on engine {self.index}")
+        if request.input_length < 1:
+            raise InvalidRequestError(
+                f"request {rid!r}: input_length must be >= 1, got {request.input_length}"
+            )
+        if request.output_length < 0:
+            raise InvalidRequestError(
+                f"request {rid!r}: output_length must be >= 0, got {request.output_length}"
+            )
+        if len(request.hash_ids) * request.block_size < request.input_length:
+            raise InvalidRequestError(
+                f"request {rid!r}: {len(request.hash_ids)} hash_ids of {request.block_size} "
+                f"tokens do not cover a prompt of {request.input_length} tokens"
+            )
+        now = simclock.now_ns()
+        refused = self._core.rejection(request)
+        if refused is not None:
+            reason, message = refused
+            self.journal.record(
+                LifecycleEvent(now, EventKind.OFFERED, rid, self.index, (("outcome", reason),))
+            )
+            return Rejection(self.index, rid, reason, message)
+        self.journal.record(
+            LifecycleEvent(now, EventKind.OFFERED, rid, self.index, (("outcome", "tentative"),))
+        )
+        self._serial += 1
+        tentative = Tentative(self.index, request, self._serial)
+        self._offers[tentative.serial] = tentative
+        return tentative
+
+    def _take_offer(self, tentative: Tentative) -> None:
+        if tentative.engine != self.index or self._offers.get(tentative.serial) is not tentative:
+            raise HandshakeError(
+                f"no open offer #{tentative.serial} of request {tentative.request.id!r} "
+                f"on engine {self.index}"
+            )
+        del self._offers[tentative.serial]
+
+    def commit(self, tentative: Tentative) -> None:
+        """Accept the offered request for real: it reaches the engine now (engine arrival).
+
+        Records ``COMMITTED`` then ``QUEUED``; the request joins the waiting queue (the
+        reservation queue on a decode-role engine) and is scheduled at the next pass
+        boundary. If anything fails, the engine is rolled back to its state before the
+        offer and the error propagates.
+
+        Raises:
+            HandshakeError: ``tentative`` is not an open offer of this engine.
+            EngineClosedError: the engine was closed since the offer.
+        """
+        self._take_offer(tentative)
+        self._check_open()
+        now = simclock.now_ns()
+        core = self._core
+        s = core.new_seq(tentative.request)
+        if self.config.role == "decode":
+            core.enqueue_reservation(s)
+        else:
+            core.enqueue(s)
+        try:
+            self.journal.record(LifecycleEvent(now, EventKind.COMMITTED, s.rid, self.index))
+            self.journal.record(
+                LifecycleEvent(now, EventKind.QUEUED, s.rid, self.index, (("role", self.role),))
+            )
+        except BaseException:
+            core.unqueue(s)
+            raise
+        self._kick()
+
+    def abort(self, tentative: Tentative, reason: str) -> None:
+        """Withdraw an open offer; nothing of it remains in the engine. Records ``ABORTED``.
+
+        Raises:
+            HandshakeError: ``tentative`` is not an open offer of this engine.
+        """
+        self._take_offer(tentative)
+        self.journal.record(
+            LifecycleEvent(
+                simclock.now_ns(),
+                EventKind.ABORTED,
+                tentative.request.id,
+                self.index,
+                (("reason", reason),),
+            )
+        )
+
+    def reject(self, rejection: Rejection) -> None:
+        """Record ``rejection`` as the request's terminal outcome (``REJECTED`` now)."""
+        self.journal.record(
+            LifecycleEvent(
+                simclock.now_ns(),
+                EventKind.REJECTED,
+                rejection.request_id,
+                self.index,
+                (("reason", rejection.reason), ("message", rejection.message)),
+            )
+        )
+
+    def submit(self, request: Request) -> Tentative | Rejection:
+        """Offer and, unless rejected, commit at once; a rejection is recorded (:meth:`reject`).
+
+        Returns:
+            The committed :class:`Tentative`, or the recorded :class:`Rejection`.
+        """
+        answer = self.offer(request)
+        if isinstance(answer, Rejection):
+            self.reject(answer)
+        else:
+            self.commit(answer)
+        return answer
+
+    # -- roles -------------------------------------------------------------------------------
+
+    def release_held(self, request_id: str) -> None:
+        """Prefill role: free the blocks held for ``request_id``'s transfer (they stay cached).
+
+        Raises:
+            InvalidRequestError: nothing is held for ``request_id``.
+        """
+        if request_id not in self._core.held:
+            raise InvalidRequestError(
+                f"engine {self.index} holds no blocks for request {request_id!r}"
+            )
+        self._core.release_held(request_id)
+        self._kick()
+
+    def held(self) -> tuple[str, ...]:
+        """Prefill role: requests whose prompt is done and whose blocks are held."""
+        return tuple(self._core.held)
+
+    async def reserved(self, request_id: str) -> Reservation:
+        """Decode role: wait until blocks are reserved for ``request_id``, and return them.
+
+        Raises:
+            InvalidRequestError: ``request_id`` is not committed to this decode engine.
+        """
+        done = self._reservations.get(request_id)
+        if done is not None:
+            return done
+        s = self._core.seqs.get(request_id)
+        if s is None or s.state != "reserving":
+            raise InvalidRequestError(
+                f"request {request_id!r} has no reservation on engine {self.index}"
+            )
+        waiter = self._reservation_waiters.get(request_id)
+        if waiter is None:
+            waiter = asyncio.get_running_loop().create_future()
+            self._reservation_waiters[request_id] = waiter
+        return await waiter
+
+    def activate(
+        self,
+        request_id: str,
+        *,
+        transfer_tokens: int | None = None,
+        transfer_ms: float | None = None,
+    ) -> None:
+        """Decode role: the KV transfer of ``request_id`` is done (§6.4). Records
+        ``TRANSFER_DONE``; the request joins the waiting queue with its prompt KV resident
+        (``num_computed = P - 1``) and samples its first token in its first pass.
+
+        Raises:
+            InvalidRequestError: ``request_id`` has no reservation here.
+        """
+        if request_id not in self._core.reserved:
+            raise InvalidRequestError(
+                f"request {request_id!r} has no reservation on engine {self.index}"
+            )
+        detail: list[tuple[str, object]] = []
+        if transfer_tokens is not None:
+            detail.append(("transfer_tokens", transfer_tokens))
+        if transfer_ms is not None:
+            detail.append(("transfer_ms", transfer_ms))
+        self._reservations.pop(request_id, None)
+        now = simclock.now_ns()
+        self._core.activate(request_id, now, tuple(detail))
+        if self._pass is None:
+            self._publish(now)
+        self._kick()
+
+    def cancel_reservation(self, request_id: str) -> None:
+        """Decode role: drop ``request_id``'s queued or made reservation, freeing its blocks.
+
+        Raises:
+            InvalidRequestError: ``request_id`` has no reservation here.
+        """
+        s = self._core.seqs.get(request_id)
+        if s is None or s.state not in ("reserving", "reserved"):
+            raise InvalidRequestError(
+                f"request {request_id!r} has no reservation on engine {self.index}"
+            )
+        self._core.cancel_reservation(request_id)
+        self._reservations.pop(request_id, None)
+        waiter = self._reservation_waiters.pop(request_id, None)
+        if waiter is not None and not waiter.done():
+            waiter.cancel()
+        self._kick()
+
+    # -- the coroutine -----------------------------------------------------------------------
+
+    def close(self) -> None:
+        """No more work will be offered; :meth:`run` returns once the engine has drained."""
+        self._closed = True
+        self._kick()
+
+    def _kick(self) -> None:
+        self._wake.set()
+
+    async def _idle(self) -> None:
+        self._wake.clear()
+        await self._wake.wait()
+
+    def _reserve(self, now_ns: int) -> None:
+        for s in self._core.process_reservations(now_ns):
+            reservation = Reservation(
+                s.rid,
+                self.index,
+                now_ns,
+                s.nkeyed if self.config.enable_prefix_caching else 0,
+                len(s.blocks) - (s.nkeyed if self.config.enable_prefix_caching else 0),
+                self.config.block_size,
+            )
+            self._reservations[s.rid] = reservation
+            waiter = self._reservation_waiters.pop(s.rid, None)
+            if waiter is not None and not waiter.done():
+                waiter.set_result(reservation)
+
+    async def run(self) -> None:
+        """The engine coroutine; returns after :meth:`close` once nothing is left to do.
+
+        Raises:
+            EngineError: the coroutine was started twice.
+        """
+        if self._started:
+            raise EngineError(f"engine {self.index} is already running")
+        self._started = True
+        core = self._core
+        waiter = f"engine[{self.index}]"
+        while True:
+            if not core.has_work():
+                if self._closed:
+                    return
+                await self._idle()
+                continue
+            await simclock.instant_end(priority=self.index, waiter=waiter)
+            now = simclock.now_ns()
+            if core.reservations:
+                self._reserve(now)
+            plan = core.schedule(now)
+            if plan is None:
+                self._publish(now)
+                if core.has_work() or not self._closed:
+                    await self._idle()
+                continue
+            self._pass = plan
+            await simclock.sleep_until_ns(
+                plan.end_ns, waiter=waiter, kind=simclock.WakeupKind.ENGINE_DEADLINE
+            )
+            core.commit(plan)
+            self._pass = None
+            self._publish(plan.end_ns)
+
+    def _publish(self, now_ns: int) -> None:
+        transitions = self._core.kv.transitions
+        if not transitions:
+            return
+        published = self._published
+        subscribers = self._kv_subscribers
+        run_kind: bool | None = None
+        run: list[int] = []
+        for stored, key in transitions:
+            if stored:
+                published[key] = None
+            else:
+                published.pop(key, None)
+            if subscribers:
+                if stored is not run_kind and run:
+                    self._emit(now_ns, bool(run_kind), run)
+                    run = []
+                run_kind = stored
+                run.append(key)
+        transitions.clear()
+        if run:
+            self._emit(now_ns, bool(run_kind), run)
+
+    def _emit(self, now_ns: int, stored: bool, keys: list[int]) -> None:
+        event = KVEvent(now_ns, self.index, "stored" if stored else "removed", tuple(keys))
+        for callback in self._kv_subscribers:
+            callback(event)
+
+
+@attrs.frozen
+class EngineView:
+    """What a policy may read of an engine; every property is live.
+
+    Attributes:
+        engine: the engine viewed (read through the properties, never mutate it).
+    """
+
+    _engine: Engine
+
+    @property
+    def index(self) -> int:
+        """The engine's index."""
+        return self._engine.index
+
+    @property
+    def role(self) -> Role:
+        """The engine's role."""
+        return self._engine.config.role
+
+    @property
+    def block_size(self) -> int:
+        """The engine's KV block size ``E``."""
+        return self._engine.config.block_size
+
+    @property
+    def waiting_count(self) -> int:
+        """Requests in the waiting queue (including preempted ones and, on a decode-role
+        engine, the reservation queue)."""
+        core = self._engine._core
+        return len(core.waiting) + len(core.reservations)
+
+    @property
+    def running_count(self) -> int:
+        """Requests in the running list."""
+        return len(self._engine._core.running)
+
+    @property
+    def outstanding_prefill_tokens(self) -> int:
+        """Positions still to compute before each queued or running request next samples
+        (prompt, or recompute after preemption), prefix hits not yet subtracted."""
+        return self._engine._core.prefill_outstanding
+
+    @property
+    def outstanding_decode_tokens(self) -> int:
+        """Tokens still to generate by queued and running requests."""
+        return self._engine._core.decode_outstanding
+
+    @property
+    def kv_blocks_free(self) -> int:
+        """Blocks in the free queue (cached or not)."""
+        return self._engine._core.kv.free_count
+
+    @property
+    def kv_blocks_used(self) -> int:
+        """Blocks referenced by at least one request."""
+        kv = self._engine._core.kv
+        return kv.num_blocks - kv.free_count
+
+    @property
+    def kv_blocks_total(self) -> int:
+        """Usable blocks, ``num_blocks``."""
+        return self._engine.config.num_blocks
+
+    @property
+    def pending_offers(self) -> int:
+        """Offers made and neither committed nor aborted yet."""
+        return len(self._engine._offers)
+
+    def prefix_overlap(self, block_keys: Sequence[int]) -> int:
+        """Return how many leading ``block_keys`` are cached, as last published (blocks).
+
+        The count reflects the KV events published so far: blocks cached by a pass still in
+        flight are not visible yet.
+        """
+        published = self._engine._published
+        n = 0
+        for key in block_keys:
+            if key not in published:
+                break
+            n += 1
+        return n

@@ -1,0 +1,278 @@
+"""Lifecycle events and per-request traces: what happened to every request, and when.
+
+One :class:`Journal` per run. Engines (and the layers above them: frontend, policies,
+topologies) record typed :class:`LifecycleEvent` values into it; the journal keeps the
+:class:`RequestTrace` of each request up to date and calls its subscribers synchronously, in
+subscription order, once per event.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable
+
+import attrs
+
+__all__ = ("Admission", "EventKind", "Journal", "LifecycleEvent", "RequestTrace")
+
+
+class EventKind(enum.Enum):
+    """What happened to a request. The value is the lower-case name, for reports.
+
+    Recorded by the engines: ``OFFERED``, ``COMMITTED``, ``ABORTED`` (dispatch handshake),
+    ``QUEUED`` (engine arrival), ``ADMITTED`` (into the running list; detail
+    ``reused_tokens``, ``is_readmission``), ``PREFILL_CHUNK`` (at the pass start; detail
+    ``tokens``, ``computed``, ``end_ns``), ``FIRST_TOKEN``, ``TOKEN``, ``PREEMPTED``,
+    ``FINISHED`` (detail ``truncated``), ``REJECTED`` (detail ``reason``), ``PREFILL_DONE``
+    (prefill role), ``RESERVED`` and ``TRANSFER_DONE`` (decode role). Recorded by the layers
+    above: ``ARRIVED``, ``TOKENIZED`` and ``FAILED``.
+    """
+
+    ARRIVED = "arrived"
+    TOKENIZED = "tokenized"
+    OFFERED = "offered"
+    COMMITTED = "committed"
+    ABORTED = "aborted"
+    QUEUED = "queued"
+    ADMITTED = "admitted"
+    PREFILL_CHUNK = "prefill_chunk"
+    FIRST_TOKEN = "first_token"
+    TOKEN = "token"
+    PREEMPTED = "preempted"
+    FINISHED = "finished"
+    REJECTED = "rejected"
+    PREFILL_DONE = "prefill_done"
+    RESERVED = "reserved"
+    TRANSFER_DONE = "transfer_done"
+    FAILED = "failed"
+
+
+@attrs.frozen
+class LifecycleEvent:
+    """One state transition of one request.
+
+    Attributes:
+        time_ns: the virtual instant, in integer nanoseconds.
+        kind: what happened.
+        request_id: whose transition it is.
+        engine: the index of the engine involved, or ``None`` (frontend, policy).
+        detail: extra ``(name, value)`` pairs, in a fixed order per kind.
+    """
+
+    time_ns: int
+    kind: EventKind
+    request_id: str
+    engine: int | None = None
+    detail: tuple[tuple[str, object], ...] = ()
+
+    def get(self, name: str, default: object = None) -> object:
+        """Return the detail value called ``name``, or ``default`` when absent."""
+        for key, value in self.detail:
+            if key == name:
+                return value
+        return default
+
+
+@attrs.frozen
+class Admission:
+    """One admission of a request into an engine's running list.
+
+    Attributes:
+        at_ns: the start of the pass that admitted it.
+        reused_tokens: prompt/output positions found in the prefix cache.
+        is_readmission: whether the request had been preempted before.
+    """
+
+    at_ns: int
+    reused_tokens: int
+    is_readmission: bool
+
+
+@attrs.define(eq=False)
+class RequestTrace:
+    """Everything recorded about one request; updated in place while the run goes on.
+
+    Times are integer virtual nanoseconds; ``None`` means "not (yet) happened".
+    ``terminal_status`` is ``None`` while the request is in flight, then ``"completed"``,
+    ``"rejected"`` or ``"failed"``.
+    """
+
+    request_id: str
+    input_length: int = 0
+    output_length: int = 0
+    arrival_ns: int | None = None
+    tokenize_start_ns: int | None = None
+    tokenized_ns: int | None = None
+    engine_arrival_ns: int | None = None
+    engine: int | None = None
+    first_admit_ns: int | None = None
+    admissions: list[Admission] = attrs.Factory(list)
+    token_times_ns: list[int] = attrs.Factory(list)
+    num_preemptions: int = 0
+    reused_input_tokens: int | None = None
+    terminal_ns: int | None = None
+    terminal_status: str | None = None
+    rejection_reason: str | None = None
+    failure_reason: str | None = None
+    truncated: bool = False
+    prefill_worker: int | None = None
+    decode_worker: int | None = None
+    prefill_admit_ns: int | None = None
+    prefill_done_ns: int | None = None
+    destination_reserved_ns: int | None = None
+    transfer_done_ns: int | None = None
+    decode_admit_ns: int | None = None
+    transfer_tokens: int | None = None
+    transfer_ms: float | None = None
+    decode_reused_tokens: int | None = None
+
+    @property
+    def first_token_ns(self) -> int | None:
+        """The time of the first visible token, or ``None``."""
+        return self.token_times_ns[0] if self.token_times_ns else None
+
+    @property
+    def last_token_ns(self) -> int | None:
+        """The time of the last visible token, or ``None``."""
+        return self.token_times_ns[-1] if self.token_times_ns else None
+
+
+def _int(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        return 0
+    return value
+
+
+def _apply(trace: RequestTrace, event: LifecycleEvent) -> None:
+    """Fold one event into its request's trace (the one place that knows the mapping)."""
+    kind = event.kind
+    t = event.time_ns
+    if kind is EventKind.TOKEN or kind is EventKind.FIRST_TOKEN:
+        trace.token_times_ns.append(t)
+    elif kind is EventKind.ADMITTED:
+        reused = _int(event.get("reused_tokens", 0))
+        readmission = bool(event.get("is_readmission", False))
+        role = event.get("role", "aggregated")
+        if role == "decode" and not readmission:
+            # Activation of a transferred request: its prompt KV arrived by transfer.
+            if trace.decode_admit_ns is None:
+                trace.decode_admit_ns = t
+            return
+        trace.admissions.append(Admission(t, reused, readmission))
+        if trace.first_admit_ns is None:
+            trace.first_admit_ns = t
+            trace.reused_input_tokens = reused
+        if role == "prefill" and trace.prefill_admit_ns is None:
+            trace.prefill_admit_ns = t
+    elif kind is EventKind.QUEUED:
+        if trace.engine_arrival_ns is None:
+            trace.engine_arrival_ns = t
+            trace.engine = event.engine
+        if event.get("role") == "prefill" and trace.prefill_worker is None:
+            trace.prefill_worker = event.engine
+    elif kind is EventKind.PREEMPTED:
+        trace.num_preemptions += 1
+    elif kind is EventKind.FINISHED:
+        trace.terminal_ns = t
+        trace.terminal_status = "completed"
+        trace.truncated = bool(event.get("truncated", False))
+    elif kind is EventKind.REJECTED:
+        if trace.engine_arrival_ns is None:
+            trace.engine_arrival_ns = t
+            trace.engine = event.engine
+        trace.terminal_ns = t
+        trace.terminal_status = "rejected"
+        reason = event.get("reason")
+        trace.rejection_reason = None if reason is None else str(reason)
+    elif kind is EventKind.FAILED:
+        trace.terminal_ns = t
+        trace.terminal_status = "failed"
+        reason = event.get("reason")
+        trace.failure_reason = None if reason is None else str(reason)
+    elif kind is EventKind.ARRIVED:
+        trace.arrival_ns = t
+        trace.input_length = _int(event.get("input_length", trace.input_length))
+        trace.output_length = _int(event.get("output_length", trace.output_length))
+    elif kind is EventKind.TOKENIZED:
+        start = event.get("start_ns")
+        trace.tokenize_start_ns = t if start is None else _int(start)
+        trace.tokenized_ns = t
+    elif kind is EventKind.PREFILL_DONE:
+        trace.prefill_done_ns = t
+    elif kind is EventKind.RESERVED:
+        trace.decode_worker = event.engine
+        trace.destination_reserved_ns = t
+        trace.decode_reused_tokens = _int(event.get("reused_tokens", 0))
+    elif kind is EventKind.TRANSFER_DONE:
+        trace.transfer_done_ns = t
+        tokens = event.get("transfer_tokens")
+        if tokens is not None:
+            trace.transfer_tokens = _int(tokens)
+        ms = event.get("transfer_ms")
+        if isinstance(ms, int | float) and not isinstance(ms, bool):
+            trace.transfer_ms = float(ms)
+
+
+Subscriber = Callable[[LifecycleEvent], object]
+
+
+@attrs.define(eq=False)
+class Journal:
+    """The run's record of lifecycle events and per-request traces.
+
+    ``record(event)`` folds the event into ``traces[event.request_id]`` (created on first
+    sight, so ``traces`` iterates in first-event order), appends it to ``events`` when
+    ``keep_events`` is on, then calls every subscriber in subscription order. A subscriber's
+    exception propagates to whoever recorded the event.
+
+    Attributes:
+        keep_events: keep every event in ``events`` (off for long runs that only need traces).
+        traces: request id -> trace, in first-event order.
+        events: every recorded event, in record order (empty when ``keep_events`` is off).
+    """
+
+    keep_events: bool = attrs.field(default=True, kw_only=True)
+    traces: dict[str, RequestTrace] = attrs.field(factory=dict, init=False)
+    events: list[LifecycleEvent] = attrs.field(factory=list, init=False)
+    _subscribers: list[Subscriber] = attrs.field(factory=list, init=False)
+
+    def subscribe(self, callback: Subscriber) -> None:
+        """Call ``callback(event)`` for every event recorded from now on."""
+        self._subscribers.append(callback)
+
+    @property
+    def observed(self) -> bool:
+        """Whether recorded events are kept or watched (else only traces are updated)."""
+        return self.keep_events or bool(self._subscribers)
+
+    def trace(
+        self, request_id: str, *, input_length: int = 0, output_length: int = 0
+    ) -> RequestTrace:
+        """Return the trace of ``request_id``, creating an empty one if needed.
+
+        Args:
+            request_id: the request.
+            input_length: prompt tokens, set on creation.
+            output_length: requested output tokens, set on creation.
+        """
+        trace = self.traces.get(request_id)
+        if trace is None:
+            trace = RequestTrace(request_id, input_length, output_length)
+            self.traces[request_id] = trace
+        return trace
+
+    def record(self, event: LifecycleEvent) -> None:
+        """Apply ``event`` to its trace, keep it, and tell the subscribers.
+
+        Args:
+            event: the transition; its ``time_ns`` must be the current virtual time.
+        """
+        trace = self.traces.get(event.request_id)
+        if trace is None:
+            trace = RequestTrace(event.request_id)
+            self.traces[event.request_id] = trace
+        _apply(trace, event)
+        if self.keep_events:
+            self.events.append(event)
+        for callback in self._subscribers:
+            callback(event)

@@ -1,0 +1,132 @@
+"""Chained block keys from trace content ids (REFERENCE-engine §4.2).
+
+The content of prompt position ``p`` is ``hash_ids[p // T]`` (``T`` = the trace's block
+size). Engine block ``k`` covers positions ``[kE, (k+1)E)``; its content is the run-length
+tuple of the ids of its positions, written as the bare id when the block holds one id only
+(always the case when ``E`` divides ``T``). Output position ``P + i`` has content unique to
+``(request id, i)``. Block keys chain: ``key_k = H(key_{k-1}, content_k)`` with ``H`` the
+interning of ``(parent, content)`` pairs to consecutive integers, so a key names a whole
+prefix and is collision-free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import attrs
+
+from loadgen import Request
+
+__all__ = ("ROOT_KEY", "BlockKeyer", "Content", "block_content")
+
+#: The parent of block 0's key.
+ROOT_KEY = 0
+
+#: A block's content: a bare content id, or a run-length tuple of ``(id, count)`` prompt runs
+#: and ``(request_id, first_output_index, count)`` output runs.
+Content = int | tuple[tuple[object, ...], ...]
+
+
+def block_content(
+    hash_ids: Sequence[int],
+    trace_block_size: int,
+    prompt_length: int,
+    request_id: str,
+    index: int,
+    block_size: int,
+) -> Content:
+    """Return the content of engine block ``index`` of a request (REFERENCE-engine §4.2).
+
+    Args:
+        hash_ids: the request's content ids, one per trace block.
+        trace_block_size: ``T``, tokens per content id.
+        prompt_length: ``P``.
+        request_id: the request's id (names its output tokens).
+        index: the engine block ``k``.
+        block_size: ``E``.
+
+    Returns:
+        The bare id when the block lies in one prompt run of ``E`` equal ids, else the
+        run-length tuple (adjacent equal ids merged).
+    """
+    lo = index * block_size
+    hi = lo + block_size
+    t = trace_block_size
+    if hi <= prompt_length:
+        j0 = lo // t
+        j1 = (hi - 1) // t
+        first = hash_ids[j0]
+        if j0 == j1:
+            return first
+        if all(hash_ids[j] == first for j in range(j0 + 1, j1 + 1)):
+            return first
+    runs: list[tuple[object, ...]] = []
+    if lo < prompt_length:
+        end = min(hi, prompt_length)
+        last_id: int | None = None
+        count = 0
+        for j in range(lo // t, (end - 1) // t + 1):
+            a = max(lo, j * t)
+            b = min(end, (j + 1) * t)
+            cid = hash_ids[j]
+            if cid == last_id:
+                count += b - a
+            else:
+                if last_id is not None:
+                    runs.append((last_id, count))
+                last_id = cid
+                count = b - a
+        runs.append((last_id, count))
+    if hi > prompt_length:
+        start = max(lo, prompt_length)
+        runs.append((request_id, start - prompt_length, hi - start))
+    return tuple(runs)
+
+
+@attrs.define(eq=False)
+class BlockKeyer:
+    """Interns chained block keys; one per run, shared by every engine so keys compare.
+
+    Keys are positive integers handed out in first-seen order, so they depend only on the
+    order of the calls, never on ``hash()``.
+    """
+
+    _keys: dict[tuple[int, Content], int] = attrs.field(factory=dict, init=False)
+
+    def __len__(self) -> int:
+        """The number of distinct keys interned so far."""
+        return len(self._keys)
+
+    def key(self, parent: int, content: Content) -> int:
+        """Return the key of a block with ``content`` after the prefix keyed ``parent``."""
+        pair = (parent, content)
+        key = self._keys.get(pair)
+        if key is None:
+            key = len(self._keys) + 1
+            self._keys[pair] = key
+        return key
+
+    def peek(self, parent: int, content: Content) -> int | None:
+        """Return the key of ``(parent, content)`` if it was ever interned, else ``None``."""
+        return self._keys.get((parent, content))
+
+    def block_keys(self, request: Request, block_size: int) -> tuple[int, ...]:
+        """Return the chained keys of the full prompt blocks of ``request``.
+
+        Args:
+            request: the request (its ``hash_ids`` cover ``ceil(P / T)`` trace blocks).
+            block_size: the engine block size ``E``.
+
+        Returns:
+            ``floor(P / E)`` keys, block 0 first.
+        """
+        hash_ids = request.hash_ids.tolist()
+        parent = ROOT_KEY
+        keys: list[int] = []
+        for k in range(request.input_length // block_size):
+            content = block_content(
+                hash_ids, request.block_size, request.input_length, request.id, k, block_size
+            )
+            parent = self.key(parent, content)
+            keys.append(parent)
+        return tuple(keys)
