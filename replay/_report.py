@@ -26,6 +26,7 @@ __all__ = (
     "AdmissionRecord",
     "EngineSummary",
     "EngineUsage",
+    "EventCounter",
     "Goodput",
     "Handoff",
     "JournalLike",
@@ -147,8 +148,8 @@ class TraceLike(Protocol):
         """How many times the request was preempted."""
 
     @property
-    def reused_input_tokens(self) -> int:
-        """Prefix-cache hit at the first admission, in tokens."""
+    def reused_input_tokens(self) -> int | None:
+        """Prefix-cache hit at the first admission, in tokens (None if never admitted)."""
 
     @property
     def terminal_ns(self) -> int | None:
@@ -160,7 +161,31 @@ class TraceLike(Protocol):
 
     @property
     def rejection_reason(self) -> str | None:
-        """Why the request was rejected or failed, if it was."""
+        """Why an engine rejected the request, if it did."""
+
+    @property
+    def failure_reason(self) -> str | None:
+        """Why the request failed, if it did."""
+
+    @property
+    def truncated(self) -> bool:
+        """Whether its output was cut at the context limit."""
+
+
+class EventKindLike(Protocol):
+    """An event kind; its ``value`` is the lower-case name used in reports."""
+
+    @property
+    def value(self) -> str:
+        """The kind's report name."""
+
+
+class EventLike(Protocol):
+    """A lifecycle event, seen through its kind."""
+
+    @property
+    def kind(self) -> EventKindLike:
+        """What happened."""
 
 
 class JournalLike(Protocol):
@@ -170,8 +195,28 @@ class JournalLike(Protocol):
     def traces(self) -> Mapping[str, TraceLike]:
         """Per-request traces by request id, in first-event order."""
 
-    def event_counts(self) -> Mapping[str, int]:
-        """How many lifecycle events of each kind were recorded, by kind name."""
+    @property
+    def events(self) -> Sequence[EventLike]:
+        """Every recorded event, in record order (may be empty when events are not kept)."""
+
+
+@attrs.define(eq=False)
+class EventCounter:
+    """A journal subscriber that counts lifecycle events by kind.
+
+    A run that does not keep its events (``Journal(keep_events=False)``) subscribes one and
+    passes its :attr:`counts` to :class:`RunMeta` so the report still has lifecycle evidence.
+
+    Attributes:
+        counts: events seen so far, by kind value, in first-seen order.
+    """
+
+    counts: dict[str, int] = attrs.Factory(dict)
+
+    def __call__(self, event: EventLike) -> None:
+        """Count ``event``."""
+        key = event.kind.value
+        self.counts[key] = self.counts.get(key, 0) + 1
 
 
 # --------------------------------------------------------------------------------------------
@@ -239,7 +284,9 @@ class RequestRecord:
         output_tokens: tokens actually produced.
         reused_input_tokens: prefix-cache hit at the first admission.
         num_preemptions: times it was preempted.
-        rejection_reason: why it was rejected or failed, if it was.
+        truncated: whether the output was cut at the context limit.
+        rejection_reason: why an engine rejected it, if one did.
+        failure_reason: why it failed, if it did.
         arrival_ms: release at the frontend (None if never released).
         tokenize_start_ms: start of tokenization (optional stage).
         tokenized_ms: end of tokenization.
@@ -273,7 +320,9 @@ class RequestRecord:
     output_tokens: int
     reused_input_tokens: int
     num_preemptions: int
+    truncated: bool
     rejection_reason: str | None
+    failure_reason: str | None
     arrival_ms: float | None
     tokenize_start_ms: float | None
     tokenized_ms: float | None
@@ -448,6 +497,8 @@ class RunMeta:
         wall_time_s: real seconds the run took (console and result only, never in files).
         events_processed: events the virtual loop processed.
         engines: what each engine measured, by index.
+        event_counts: lifecycle events by kind, from an :class:`EventCounter`; None to count
+            the journal's kept events instead.
         schema_version: the report schema version.
         simclock_version: the simclock version that produced the run.
     """
@@ -458,6 +509,7 @@ class RunMeta:
     wall_time_s: float = 0.0
     events_processed: int = 0
     engines: tuple[EngineUsage, ...] = ()
+    event_counts: Mapping[str, int] | None = None
     schema_version: int = SCHEMA_VERSION
     simclock_version: str = simclock.__version__
 
@@ -592,7 +644,9 @@ def _record(
             output_tokens=0,
             reused_input_tokens=0,
             num_preemptions=0,
+            truncated=False,
             rejection_reason=None,
+            failure_reason=None,
             arrival_ms=None,
             tokenize_start_ms=None,
             tokenized_ms=None,
@@ -658,9 +712,11 @@ def _record(
         input_length=trace.input_length,
         output_length=trace.output_length,
         output_tokens=n,
-        reused_input_tokens=trace.reused_input_tokens,
+        reused_input_tokens=trace.reused_input_tokens or 0,
         num_preemptions=trace.num_preemptions,
+        truncated=trace.truncated,
         rejection_reason=trace.rejection_reason,
+        failure_reason=trace.failure_reason,
         arrival_ms=_ms(arrival_ns),
         tokenize_start_ms=_ms(trace.tokenize_start_ns),
         tokenized_ms=_ms(trace.tokenized_ns),
@@ -714,8 +770,8 @@ def finalize(
     ``unplaced``; at an engine → ``incomplete``.
 
     Args:
-        journal: the run's journal (``engines.Journal`` or anything with the same ``traces``
-            and ``event_counts()``).
+        journal: the run's journal (``engines.Journal``, or anything with the same ``traces``
+            and ``events``).
         workload: the workload that was replayed.
         meta: run metadata measured by the runner.
         slo: service-level objectives for goodput; None (or an empty SLO) for none.
@@ -800,7 +856,7 @@ def finalize(
         engines=_engine_summaries(records, meta.engines, duration_ns),
     )
     evidence = LifecycleEvidence(
-        event_counts=dict(journal.event_counts()),
+        event_counts=_event_counts(journal, meta),
         status_counts=dict(status_counts),
         accounted=sum(status_counts.values()),
         requests=len(records),
@@ -813,6 +869,15 @@ def finalize(
         workload_source=workload.source,
         workload_format=workload.format,
     )
+
+
+def _event_counts(journal: JournalLike, meta: RunMeta) -> dict[str, int]:
+    if meta.event_counts is not None:
+        return dict(meta.event_counts)
+    counter = EventCounter()
+    for event in journal.events:
+        counter(event)
+    return counter.counts
 
 
 def _engine_summaries(

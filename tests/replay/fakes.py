@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import attrs
 
@@ -36,15 +36,24 @@ class FakeTrace:
     terminal_ns: int | None = None
     terminal_status: str | None = None
     rejection_reason: str | None = None
+    failure_reason: str | None = None
+    truncated: bool = False
+
+
+@attrs.frozen
+class FakeKind:
+    value: str
+
+
+@attrs.frozen
+class FakeEvent:
+    kind: FakeKind
 
 
 @attrs.define
 class FakeJournal:
     traces: dict[str, FakeTrace] = attrs.Factory(dict)
-    counts: dict[str, int] = attrs.Factory(dict)
-
-    def event_counts(self) -> Mapping[str, int]:
-        return self.counts
+    events: list[FakeEvent] = attrs.Factory(list)
 
 
 def completed(
@@ -92,5 +101,7 @@ def workload_of(ids: Sequence[str], *, input_length: int = 100, output_length: i
     return Workload(requests=requests, source="test", format="test")
 
 
-def journal_of(*traces: FakeTrace, counts: Mapping[str, int] | None = None) -> FakeJournal:
-    return FakeJournal(traces={t.request_id: t for t in traces}, counts=dict(counts or {}))
+def journal_of(*traces: FakeTrace, events: Sequence[str] = ()) -> FakeJournal:
+    return FakeJournal(
+        traces={t.request_id: t for t in traces}, events=[FakeEvent(FakeKind(k)) for k in events]
+    )

@@ -7,9 +7,18 @@ import math
 import pytest
 
 import simclock
-from replay import SLO, TERMINAL_STATUSES, EngineUsage, RunMeta, finalize
+from replay import SLO, TERMINAL_STATUSES, EngineUsage, EventCounter, RunMeta, finalize
 
-from .fakes import MS, FakeAdmission, FakeTrace, completed, journal_of, workload_of
+from .fakes import (
+    MS,
+    FakeAdmission,
+    FakeEvent,
+    FakeKind,
+    FakeTrace,
+    completed,
+    journal_of,
+    workload_of,
+)
 
 
 def _run(*traces: FakeTrace, ids: list[str] | None = None, slo: SLO | None = None, **meta: object):
@@ -240,12 +249,31 @@ def test_nothing_completed_leaves_duration_and_rates_empty() -> None:
     assert s.ttft_ms.count == 0
 
 
-def test_event_counts_come_from_the_journal() -> None:
-    journal = journal_of(completed("a", arrival_ms=0, tokens_ms=[1]), counts={"ARRIVED": 1})
+def test_event_counts_come_from_the_kept_events_in_first_seen_order() -> None:
+    journal = journal_of(
+        completed("a", arrival_ms=0, tokens_ms=[1]),
+        events=["arrived", "queued", "admitted", "first_token", "finished", "arrived"],
+    )
     result = finalize(journal, workload=workload_of(["a"]), meta=RunMeta(seed=3))
-    assert result.evidence.event_counts == {"ARRIVED": 1}
+    assert result.evidence.event_counts == {
+        "arrived": 2,
+        "queued": 1,
+        "admitted": 1,
+        "first_token": 1,
+        "finished": 1,
+    }
     assert result.meta.seed == 3
     assert result.meta.simclock_version == simclock.__version__
+
+
+def test_event_counts_from_run_meta_win_over_the_journal() -> None:
+    journal = journal_of(completed("a", arrival_ms=0, tokens_ms=[1]), events=["arrived"])
+    counter = EventCounter()
+    for kind in ("arrived", "token", "token"):
+        counter(FakeEvent(FakeKind(kind)))
+    meta = RunMeta(seed=0, event_counts=counter.counts)
+    result = finalize(journal, workload=workload_of(["a"]), meta=meta)
+    assert result.evidence.event_counts == {"arrived": 1, "token": 2}
 
 
 def test_unknown_terminal_status_is_an_internal_error() -> None:

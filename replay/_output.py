@@ -1,0 +1,342 @@
+"""Report outputs: ``summary.json``, ``requests.jsonl``, ``config.json`` and the console table.
+
+The files hold only what the virtual run determines, so the same workload, configuration and
+seed give the same bytes on every machine and under every ``PYTHONHASHSEED``: keys are written
+in a fixed order, floats in Python's shortest round-trip form, and the wall-clock time is left
+out (it appears in :class:`~replay.RunMeta` and in the console table only).
+
+Files are written atomically as a set: every file is first written to a temporary name in the
+output directory, then renamed over its final name. If anything fails, the temporary files and
+any file this call already renamed are removed, so no partial output remains.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+
+import attrs
+
+from simclock import SimulationError
+
+from ._metrics import Distribution
+from ._report import ReplayResult, RequestRecord, Summary
+
+__all__ = (
+    "OUTPUT_FILES",
+    "OutputError",
+    "config_json",
+    "format_table",
+    "request_json",
+    "summary_json",
+    "write_outputs",
+)
+
+SUMMARY_FILE = "summary.json"
+"""Name of the summary file in the output directory."""
+REQUESTS_FILE = "requests.jsonl"
+"""Name of the per-request file in the output directory."""
+CONFIG_FILE = "config.json"
+"""Name of the resolved-configuration file in the output directory."""
+OUTPUT_FILES: tuple[str, ...] = (SUMMARY_FILE, REQUESTS_FILE, CONFIG_FILE)
+"""Every file :func:`write_outputs` writes, in the order it writes them."""
+
+SUMMARY_SCHEMA = "simclock.replay.summary"
+REQUEST_SCHEMA = "simclock.replay.requests"
+
+# vLLM's serving benchmark names for the distributions it reports.
+_VLLM_METRICS = (("ttft", "ttft_ms"), ("tpot", "tpot_ms"), ("itl", "itl_ms"), ("e2el", "e2el_ms"))
+_DISTRIBUTIONS = (
+    "ttft_ms",
+    "ttst_ms",
+    "tpot_ms",
+    "itl_ms",
+    "e2el_ms",
+    "queueing_delay_ms",
+    "tokenization_ms",
+    "routing_delay_ms",
+    "output_tokens_per_s_per_user",
+)
+
+
+class OutputError(SimulationError, OSError):
+    """The report could not be written (the output directory is unusable)."""
+
+
+def _dumps(value: object, *, indent: int | None) -> str:
+    separators = (", ", ": ") if indent is None else (",", ": ")
+    return json.dumps(
+        value, indent=indent, ensure_ascii=False, allow_nan=False, separators=separators
+    )
+
+
+def _jsonable(value: object) -> object:
+    """A JSON-compatible copy of ``value`` (mappings, sequences, attrs values, scalars)."""
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    cls = type(value)
+    if attrs.has(cls):
+        return {f.name: _jsonable(getattr(value, f.name)) for f in attrs.fields(cls)}
+    if isinstance(value, os.PathLike):
+        return os.fspath(value)
+    raise TypeError(f"cannot write {type(value).__name__} value {value!r} to JSON")
+
+
+def _vllm_metrics(summary: Summary) -> dict[str, object]:
+    """The flat metric names of vLLM's ``benchmark_serving`` result file."""
+    goodput = summary.goodput
+    out: dict[str, object] = {
+        "duration_s": summary.duration_s,
+        "completed": summary.completed,
+        "total_input_tokens": summary.total_input_tokens,
+        "total_output_tokens": summary.total_output_tokens,
+        "request_throughput": summary.request_throughput,
+        "request_goodput": None if goodput is None else goodput.request_goodput,
+        "input_throughput": summary.input_throughput,
+        "output_throughput": summary.output_throughput,
+        "total_token_throughput": summary.total_token_throughput,
+    }
+    for short, name in _VLLM_METRICS:
+        d: Distribution = getattr(summary, name)
+        out[f"mean_{short}_ms"] = d.mean
+        out[f"median_{short}_ms"] = d.p50
+        out[f"std_{short}_ms"] = d.std
+        out[f"min_{short}_ms"] = d.min
+        out[f"max_{short}_ms"] = d.max
+        for p in ("p50", "p75", "p90", "p95", "p99"):
+            out[f"{p}_{short}_ms"] = getattr(d, p)
+    return out
+
+
+def summary_json(result: ReplayResult) -> dict[str, object]:
+    """The content of ``summary.json`` as a dict, keys in their written order."""
+    s = result.summary
+    meta = result.meta
+    return {
+        "schema": SUMMARY_SCHEMA,
+        "schema_version": meta.schema_version,
+        "simclock_version": meta.simclock_version,
+        "seed": meta.seed,
+        "workload": {
+            "source": result.workload_source,
+            "format": result.workload_format,
+            "requests": s.requests,
+        },
+        "virtual_duration_ms": meta.virtual_duration_ms,
+        "events_processed": meta.events_processed,
+        "status_counts": dict(s.status_counts),
+        "metrics": _vllm_metrics(s),
+        "distributions": {name: getattr(s, name).as_dict() for name in _DISTRIBUTIONS},
+        "slo": None if s.slo is None else s.slo.as_dict(),
+        "goodput": None if s.goodput is None else _jsonable(s.goodput),
+        "prefix_reuse": {
+            "reused_input_tokens": s.reused_input_tokens,
+            "reused_input_tokens_with_readmissions": s.reused_input_tokens_with_readmissions,
+            "prefix_reuse_ratio": s.prefix_reuse_ratio,
+            "prefix_reuse_ratio_with_readmissions": s.prefix_reuse_ratio_with_readmissions,
+        },
+        "preemptions": s.preemptions,
+        "engines": [_jsonable(e) for e in s.engines],
+        "lifecycle_events": dict(result.evidence.event_counts),
+    }
+
+
+def request_json(record: RequestRecord) -> dict[str, object]:
+    """One line of ``requests.jsonl`` as a dict: every field of the record in order.
+
+    ``lineage`` and ``handoff`` are left out when absent, so records of workloads without
+    lineage or disaggregation carry no empty keys.
+    """
+    out: dict[str, object] = {}
+    for field in attrs.fields(RequestRecord):
+        value = getattr(record, field.name)
+        if field.name in ("lineage", "handoff") and value is None:
+            continue
+        out[field.name] = _jsonable(value)
+    return out
+
+
+def config_json(result: ReplayResult) -> dict[str, object]:
+    """The content of ``config.json``: schema, version, seed and the resolved configuration.
+
+    A configuration written by the command line can be read back with ``--config``.
+    """
+    meta = result.meta
+    body = {
+        "schema_version": meta.schema_version,
+        "simclock_version": meta.simclock_version,
+    }
+    config = _jsonable(meta.config)
+    if not isinstance(config, dict):
+        raise TypeError("RunMeta.config must be a mapping")
+    body.update(config)
+    body.setdefault("seed", meta.seed)
+    return body
+
+
+def _render(result: ReplayResult) -> dict[str, bytes]:
+    summary = _dumps(summary_json(result), indent=2) + "\n"
+    lines = [_dumps(request_json(r), indent=None) + "\n" for r in result.requests]
+    config = _dumps(config_json(result), indent=2) + "\n"
+    return {
+        SUMMARY_FILE: summary.encode(),
+        REQUESTS_FILE: "".join(lines).encode(),
+        CONFIG_FILE: config.encode(),
+    }
+
+
+def write_outputs(result: ReplayResult, out_dir: str | os.PathLike[str]) -> tuple[Path, ...]:
+    """Write ``summary.json``, ``requests.jsonl`` and ``config.json`` into ``out_dir``.
+
+    The directory is created if needed. Every file goes to a temporary name in ``out_dir``
+    and is renamed over its final name once all of them are written; on any failure the
+    temporary files, the files this call renamed and a directory this call created are
+    removed, and the error propagates.
+
+    Args:
+        result: the replay result.
+        out_dir: the output directory.
+
+    Returns:
+        The paths written, in :data:`OUTPUT_FILES` order.
+
+    Raises:
+        OutputError: the directory cannot be created or a file cannot be written.
+        TypeError: the configuration echo holds a value JSON cannot represent.
+    """
+    contents = _render(result)  # serialize first: a bad value fails before any file exists
+    directory = Path(out_dir)
+    created: list[Path] = []
+    try:
+        for parent in reversed((directory, *directory.parents)):
+            if not parent.exists():
+                parent.mkdir()
+                created.append(parent)
+        if not directory.is_dir():
+            raise OutputError(f"{directory}: not a directory")
+    except OSError as exc:
+        _remove_dirs(created)
+        if isinstance(exc, OutputError):
+            raise
+        raise OutputError(f"{directory}: cannot create output directory: {exc.strerror}") from exc
+
+    temps: dict[str, Path] = {}
+    renamed: list[Path] = []
+    try:
+        for name, data in contents.items():
+            fd, temp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
+            temps[name] = Path(temp)
+            with os.fdopen(fd, "wb") as handle:
+                _write(handle, data)
+        for name in OUTPUT_FILES:
+            final = directory / name
+            os.replace(temps[name], final)
+            del temps[name]
+            renamed.append(final)
+    except BaseException as exc:
+        for path in (*temps.values(), *renamed):
+            with contextlib.suppress(OSError):
+                path.unlink()
+        _remove_dirs(created)
+        if isinstance(exc, OSError) and not isinstance(exc, OutputError):
+            where = exc.filename or directory
+            raise OutputError(f"{where}: cannot write report: {exc.strerror or exc}") from exc
+        raise
+    return tuple(directory / name for name in OUTPUT_FILES)
+
+
+def _write(handle: object, data: bytes) -> None:
+    """Write ``data`` to an open binary file (a seam the tests use to inject a failure)."""
+    handle.write(data)  # type: ignore[attr-defined]
+
+
+def _remove_dirs(created: list[Path]) -> None:
+    for path in reversed(created):
+        with contextlib.suppress(OSError):
+            path.rmdir()
+
+
+# --------------------------------------------------------------------------------------------
+# Console table
+
+
+def _num(value: float | int | None, digits: int = 2) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, int):
+        return str(value)
+    return f"{value:.{digits}f}"
+
+
+def format_table(result: ReplayResult) -> str:
+    """The console summary, in the layout of vLLM's serving benchmark, as one string.
+
+    Unlike the files, it shows the wall-clock time of the run.
+    """
+    s = result.summary
+    meta = result.meta
+    width = 50
+    rows: list[str] = []
+
+    def title(text: str, fill: str = "-") -> None:
+        rows.append(f" {text} ".center(width, fill))
+
+    def row(label: str, value: str) -> None:
+        rows.append(f"{label + ':':<40} {value}")
+
+    title("Replay Result", "=")
+    row("Workload", f"{result.workload_source} ({result.workload_format})")
+    row("Requests", str(s.requests))
+    for status, count in s.status_counts.items():
+        if count or status == "completed":
+            row(f"  {status}", str(count))
+    row("Duration (s)", _num(s.duration_s))
+    row("Total input tokens", str(s.total_input_tokens))
+    row("Total generated tokens", str(s.total_output_tokens))
+    row("Request throughput (req/s)", _num(s.request_throughput))
+    if s.goodput is not None and s.slo is not None:
+        row(f"Request goodput (req/s) [{s.slo.as_text()}]", _num(s.goodput.request_goodput))
+        row("SLO attainment (% of completed)", _num(_pct(s.goodput.attainment)))
+    row("Output token throughput (tok/s)", _num(s.output_throughput))
+    row("Total token throughput (tok/s)", _num(s.total_token_throughput))
+    row("Prefix reuse (% of input tokens)", _num(_pct(s.prefix_reuse_ratio)))
+    row("Preemptions", str(s.preemptions))
+    for heading, short, name in (
+        ("Time to First Token", "TTFT", "ttft_ms"),
+        ("Time per Output Token (excl. 1st token)", "TPOT", "tpot_ms"),
+        ("Inter-token Latency", "ITL", "itl_ms"),
+        ("End-to-end Latency", "E2EL", "e2el_ms"),
+        ("Queueing Delay", "Queueing", "queueing_delay_ms"),
+    ):
+        d: Distribution = getattr(s, name)
+        title(heading)
+        row(f"Mean {short} (ms)", _num(d.mean))
+        row(f"Median {short} (ms)", _num(d.p50))
+        row(f"P99 {short} (ms)", _num(d.p99))
+    if s.engines:
+        title("Engines")
+        for e in s.engines:
+            row(
+                f"Engine {e.index} utilisation (%)",
+                f"{_num(_pct(e.utilisation))}  ({e.completed} completed, "
+                f"{e.preemptions} preemptions)",
+            )
+    title("Run")
+    row("Seed", str(meta.seed))
+    row("Virtual time (s)", _num(meta.virtual_duration_ms / 1000, 3))
+    row("Events processed", str(meta.events_processed))
+    row("Wall time (s)", _num(meta.wall_time_s, 3))
+    rows.append("=" * width)
+    return "\n".join(rows) + "\n"
+
+
+def _pct(value: float | None) -> float | None:
+    return None if value is None else 100.0 * value
