@@ -1,0 +1,640 @@
+"""A replay's timeline as Chrome trace-event JSON, loadable in Perfetto and chrome://tracing.
+
+A :class:`TimelineRecorder` subscribes to the run's journal and turns lifecycle events into
+trace events as they happen, keeping only what the timeline needs (not the events):
+
+- one process per engine (``engine 0``, ...), one for the router (frontend and policy), and
+  one for the KV link when a request is transferred (prefill/decode topologies);
+- an ``X`` slice per engine pass on the engine's ``passes`` thread, with ``batch_size``,
+  ``prefill_tokens``, ``decode_tokens`` and ``request_ids`` in ``args``. Passes are rebuilt
+  from the engine's events: a pass ends where its tokens (or its prefill chunks) end; it
+  starts at its prefill chunks' start, else at an admission since the previous pass, else
+  where the previous pass ended (an engine with running requests never idles);
+- nestable async spans (``b``/``e``, category ``request``, ``id2.local`` = the request id) for
+  each phase of a request: ``tokenize`` and ``route`` on the router, ``queued``,
+  ``prefill`` and ``decode`` on an engine, ``reserve`` (a prefill engine waiting for a decode
+  reservation) and ``transfer`` on the KV link;
+- flow arrows from the router's ``dispatch`` slice to the pass that first runs the request,
+  and from the prefill engine's pass to the decode engine's pass;
+- counters per engine: ``requests`` (``waiting``, ``running``) and ``kv_blocks`` (``used``),
+  sampled from the engines' read-only views whenever an event touches the engine;
+- instants for preemptions, rejections, dispatch aborts and failures.
+
+Times are microseconds (``ts``, ``dur``) computed from integer nanoseconds. The output is
+deterministic: the same run gives the same bytes. Filters (a virtual time window, a set of
+request ids) keep timelines of long traces small.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Protocol
+
+import attrs
+
+from engines import EventKind, LifecycleEvent
+
+__all__ = (
+    "EngineCounters",
+    "Timeline",
+    "TimelineFilter",
+    "TimelineRecorder",
+    "timeline_from_events",
+)
+
+ROUTER_PID = 0
+_PASSES_TID = 0
+_DISPATCH_TID = 0
+
+JsonValue = None | bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"]
+TraceEvent = dict[str, JsonValue]
+
+
+class EngineCounters(Protocol):
+    """What the recorder samples from an engine (``engines.EngineView`` satisfies it)."""
+
+    @property
+    def waiting_count(self) -> int:
+        """Requests in the waiting queue."""
+        ...
+
+    @property
+    def running_count(self) -> int:
+        """Requests in the running list."""
+        ...
+
+    @property
+    def kv_blocks_used(self) -> int:
+        """KV blocks held by requests."""
+        ...
+
+
+@attrs.frozen
+class TimelineFilter:
+    """Which part of a run a timeline shows.
+
+    Attributes:
+        start_ns: show nothing that ends before this virtual instant (``None``: from 0).
+        end_ns: show nothing that starts after this virtual instant (``None``: to the end).
+            Spans crossing a bound are clipped to it.
+        request_ids: show only these requests' spans, flows and instants, and only the
+            passes that ran at least one of them (``None``: every request). Counters are
+            shown whatever the request filter.
+    """
+
+    start_ns: int | None = attrs.field(default=None, kw_only=True)
+    end_ns: int | None = attrs.field(default=None, kw_only=True)
+    request_ids: frozenset[str] | None = attrs.field(
+        default=None,
+        kw_only=True,
+        converter=attrs.converters.optional(frozenset),
+    )
+
+    def __attrs_post_init__(self) -> None:
+        if self.start_ns is not None and self.end_ns is not None and self.end_ns < self.start_ns:
+            raise ValueError(
+                f"timeline window ends ({self.end_ns} ns) before it starts ({self.start_ns} ns)"
+            )
+
+    def overlaps(self, start_ns: int, end_ns: int) -> bool:
+        """Whether ``[start_ns, end_ns]`` meets the window."""
+        return (self.start_ns is None or end_ns >= self.start_ns) and (
+            self.end_ns is None or start_ns <= self.end_ns
+        )
+
+    def clip(self, start_ns: int, end_ns: int) -> tuple[int, int]:
+        """Return ``[start_ns, end_ns]`` clipped to the window (assumes they overlap)."""
+        lo = start_ns if self.start_ns is None else max(start_ns, self.start_ns)
+        hi = end_ns if self.end_ns is None else min(end_ns, self.end_ns)
+        return lo, hi
+
+    def shows(self, request_id: str) -> bool:
+        """Whether ``request_id`` passes the request filter."""
+        return self.request_ids is None or request_id in self.request_ids
+
+
+@attrs.define(eq=False)
+class _PassAcc:
+    """Everything seen so far of the pass of one engine that ends at one instant."""
+
+    chunk_start_ns: int | None = None
+    request_ids: list[str] = attrs.Factory(list)
+    prefill: dict[str, int] = attrs.Factory(dict)
+    sampled: list[str] = attrs.Factory(list)
+
+
+@attrs.frozen
+class _Span:
+    request_id: str
+    name: str
+    pid: int
+    start_ns: int
+    end_ns: int
+    args: tuple[tuple[str, JsonValue], ...]
+
+
+@attrs.define(eq=False)
+class _Open:
+    name: str
+    pid: int
+    start_ns: int
+    args: tuple[tuple[str, JsonValue], ...] = ()
+
+
+@attrs.frozen
+class _Instant:
+    time_ns: int
+    pid: int
+    name: str
+    request_id: str
+    args: tuple[tuple[str, JsonValue], ...]
+
+
+@attrs.frozen
+class _Flow:
+    request_id: str
+    name: str
+    source_pid: int
+    source_ns: int
+    target_pid: int
+    target_ns: int
+
+
+def _json_safe(value: object) -> JsonValue:
+    if value is None or isinstance(value, bool | int | str):
+        return value
+    if isinstance(value, float):
+        return value if value == value and abs(value) != float("inf") else str(value)
+    if isinstance(value, tuple | list):
+        return [_json_safe(v) for v in value]
+    return str(value)
+
+
+def _us(time_ns: int) -> int | float:
+    """Microseconds from integer nanoseconds: an int when whole, else the exact decimal."""
+    whole, rest = divmod(time_ns, 1000)
+    return whole if rest == 0 else time_ns / 1000
+
+
+@attrs.define(eq=False)
+class TimelineRecorder:
+    """Builds a timeline from lifecycle events, as a journal subscriber.
+
+    Usage: ``recorder = TimelineRecorder(views=[e.view for e in engines])``,
+    ``journal.subscribe(recorder.on_event)``, run, then ``recorder.timeline()``. Without
+    ``views`` there are no counters. Feeding a finished run's ``journal.events`` to
+    :meth:`on_event` gives the same timeline minus the counters
+    (:func:`timeline_from_events`).
+
+    State: per request, the open phase span; per engine, the passes not yet complete; the
+    closed spans, instants, flows and counter samples so far. The recorder only reads what
+    it is given: recording never changes a run.
+
+    Attributes:
+        views: the engines' read-only views, by engine index (sampled for counters).
+        engine_names: display names by engine index (default ``engine <i>`` plus the role).
+    """
+
+    views: Sequence[EngineCounters] = attrs.field(default=(), kw_only=True)
+    engine_names: Sequence[str] = attrs.field(default=(), kw_only=True)
+    _open: dict[str, _Open] = attrs.field(factory=dict, init=False)
+    _spans: list[_Span] = attrs.field(factory=list, init=False)
+    _instants: list[_Instant] = attrs.field(factory=list, init=False)
+    _flows: list[_Flow] = attrs.field(factory=list, init=False)
+    _dispatches: list[tuple[int, str, int]] = attrs.field(factory=list, init=False)
+    _pending_commit: dict[tuple[str, int], int] = attrs.field(factory=dict, init=False)
+    _last_pass: dict[str, tuple[int, int]] = attrs.field(factory=dict, init=False)
+    _passes: dict[int, dict[int, _PassAcc]] = attrs.field(factory=dict, init=False)
+    _admissions: dict[int, list[int]] = attrs.field(factory=dict, init=False)
+    _counters: dict[int, list[tuple[int, int, int, int | None]]] = attrs.field(
+        factory=dict, init=False
+    )
+    _roles: dict[int, str] = attrs.field(factory=dict, init=False)
+    _engines_seen: set[int] = attrs.field(factory=set, init=False)
+    _uses_link: bool = attrs.field(default=False, init=False)
+    _last_ns: int = attrs.field(default=0, init=False)
+
+    # -- recording ------------------------------------------------------------------
+
+    def on_event(self, event: LifecycleEvent) -> None:
+        """Journal subscriber: fold one lifecycle event into the timeline.
+
+        Args:
+            event: the event just recorded (events arrive in non-decreasing time).
+        """
+        t = event.time_ns
+        self._last_ns = max(self._last_ns, t)
+        kind = event.kind
+        rid = event.request_id
+        engine = event.engine
+        if engine is not None:
+            self._engines_seen.add(engine)
+            role = event.get("role")
+            if isinstance(role, str) and role != "aggregated":
+                self._roles.setdefault(engine, role)
+        if kind is EventKind.ARRIVED:
+            self._switch(rid, t, "route", ROUTER_PID)
+        elif kind is EventKind.TOKENIZED:
+            current = self._open.get(rid)
+            if current is not None and current.name == "route":
+                current.name = "tokenize"
+            self._switch(rid, t, "route", ROUTER_PID)
+        elif kind is EventKind.COMMITTED and engine is not None:
+            current = self._open.get(rid)
+            if current is not None and current.name == "route":
+                self._close(rid, t)
+            self._dispatches.append((t, rid, engine))
+            self._pending_commit[(rid, engine)] = t
+        elif kind is EventKind.ABORTED:
+            self._instant(t, ROUTER_PID, "dispatch aborted", event)
+        elif kind is EventKind.QUEUED and engine is not None:
+            current = self._open.get(rid)
+            if current is None or current.name != "queued" or current.pid != engine + 1:
+                self._switch(rid, t, "queued", engine + 1)
+        elif kind is EventKind.ADMITTED and engine is not None:
+            self._on_admitted(event, t, rid, engine)
+        elif kind is EventKind.PREFILL_CHUNK and engine is not None:
+            end = event.get("end_ns")
+            tokens = event.get("tokens")
+            end_ns = end if isinstance(end, int) else t
+            acc = self._pass(engine, end_ns)
+            acc.chunk_start_ns = t if acc.chunk_start_ns is None else min(acc.chunk_start_ns, t)
+            if rid not in acc.prefill:
+                acc.prefill[rid] = 0
+                if rid not in acc.request_ids:
+                    acc.request_ids.append(rid)
+            acc.prefill[rid] += tokens if isinstance(tokens, int) else 0
+            self._last_pass[rid] = (engine, t)
+        elif kind in (EventKind.FIRST_TOKEN, EventKind.TOKEN) and engine is not None:
+            acc = self._pass(engine, t)
+            acc.sampled.append(rid)
+            if rid not in acc.request_ids:
+                acc.request_ids.append(rid)
+            current = self._open.get(rid)
+            if current is not None and current.name == "prefill":
+                self._switch(rid, t, "decode", engine + 1)
+        elif kind is EventKind.PREEMPTED and engine is not None:
+            self._instant(t, engine + 1, "preempted", event)
+            self._switch(rid, t, "queued", engine + 1, (("after_preemption", True),))
+        elif kind is EventKind.PREFILL_DONE and engine is not None:
+            self._switch(rid, t, "reserve", engine + 1)
+        elif kind is EventKind.RESERVED:
+            self._uses_link = True
+            self._switch(rid, t, "transfer", -1)
+        elif kind is EventKind.TRANSFER_DONE and engine is not None:
+            self._switch(rid, t, "queued", engine + 1)
+        elif kind is EventKind.FINISHED:
+            self._close(rid, t)
+        elif kind is EventKind.REJECTED:
+            self._close(rid, t)
+            self._instant(t, ROUTER_PID if engine is None else engine + 1, "rejected", event)
+        elif kind is EventKind.FAILED:
+            self._close(rid, t)
+            self._instant(t, ROUTER_PID if engine is None else engine + 1, "failed", event)
+        if engine is not None and engine < len(self.views):
+            view = self.views[engine]
+            sample = (t, view.waiting_count, view.running_count, view.kv_blocks_used)
+            samples = self._counters.setdefault(engine, [])
+            if samples and samples[-1][0] == t:
+                samples[-1] = sample
+            else:
+                samples.append(sample)
+
+    def _on_admitted(self, event: LifecycleEvent, t: int, rid: str, engine: int) -> None:
+        readmission = bool(event.get("is_readmission", False))
+        decode_activation = event.get("role") == "decode" and not readmission
+        args: tuple[tuple[str, JsonValue], ...] = (
+            ("reused_tokens", _json_safe(event.get("reused_tokens", 0))),
+        )
+        if readmission:
+            args += (("readmission", True),)
+        self._switch(rid, t, "decode" if decode_activation else "prefill", engine + 1, args)
+        self._admissions.setdefault(engine, []).append(t)
+        commit_ns = self._pending_commit.pop((rid, engine), None)
+        if commit_ns is not None:
+            self._flows.append(_Flow(rid, "dispatch", ROUTER_PID, commit_ns, engine + 1, t))
+        previous = self._last_pass.get(rid)
+        if previous is not None and previous[0] != engine:
+            self._flows.append(_Flow(rid, "handoff", previous[0] + 1, previous[1], engine + 1, t))
+        self._last_pass[rid] = (engine, t)
+
+    def _pass(self, engine: int, end_ns: int) -> _PassAcc:
+        by_end = self._passes.setdefault(engine, {})
+        acc = by_end.get(end_ns)
+        if acc is None:
+            acc = by_end[end_ns] = _PassAcc()
+        return acc
+
+    def _switch(
+        self,
+        rid: str,
+        t: int,
+        name: str,
+        pid: int,
+        args: tuple[tuple[str, JsonValue], ...] = (),
+    ) -> None:
+        self._close(rid, t)
+        self._open[rid] = _Open(name, pid, t, args)
+
+    def _close(self, rid: str, t: int) -> None:
+        current = self._open.pop(rid, None)
+        if current is not None:
+            self._spans.append(
+                _Span(rid, current.name, current.pid, current.start_ns, t, current.args)
+            )
+
+    def _instant(self, t: int, pid: int, name: str, event: LifecycleEvent) -> None:
+        args: tuple[tuple[str, JsonValue], ...] = (("request_id", event.request_id),)
+        if event.engine is not None:
+            args += (("engine", event.engine),)
+        args += tuple((k, _json_safe(v)) for k, v in event.detail)
+        self._instants.append(_Instant(t, pid, name, event.request_id, args))
+
+    # -- output ---------------------------------------------------------------------
+
+    def timeline(self, filter: TimelineFilter | None = None) -> Timeline:
+        """Return the timeline of everything recorded so far.
+
+        Phases still open are closed at the latest event time with ``incomplete: true``.
+
+        Args:
+            filter: the window and requests to show (everything by default).
+
+        Returns:
+            The :class:`Timeline`, ready to serialize.
+        """
+        f = TimelineFilter() if filter is None else filter
+        link_pid = max([*self._engines_seen, len(self.views) - 1, -1]) + 2
+        records: list[tuple[int, int, TraceEvent]] = []
+        seq = 0
+
+        def add(time_ns: int, event: TraceEvent) -> None:
+            nonlocal seq
+            records.append((time_ns, seq, event))
+            seq += 1
+
+        passes = self._pass_list()
+        for engine, start, end, acc in passes:
+            shown = f.request_ids is None or any(r in f.request_ids for r in acc.request_ids)
+            if not shown or not f.overlaps(start, end):
+                continue
+            prefill_tokens = sum(acc.prefill.values())
+            decode_tokens = sum(1 for r in acc.sampled if r not in acc.prefill)
+            add(
+                start,
+                {
+                    "name": "pass",
+                    "cat": "pass",
+                    "ph": "X",
+                    "ts": _us(start),
+                    "dur": _us(end - start),
+                    "pid": engine + 1,
+                    "tid": _PASSES_TID,
+                    "args": {
+                        "batch_size": len(acc.request_ids),
+                        "prefill_tokens": prefill_tokens,
+                        "decode_tokens": decode_tokens,
+                        "request_ids": list(acc.request_ids),
+                    },
+                },
+            )
+        for t, rid, engine in self._dispatches:
+            if f.shows(rid) and f.overlaps(t, t):
+                add(
+                    t,
+                    {
+                        "name": "dispatch",
+                        "cat": "dispatch",
+                        "ph": "X",
+                        "ts": _us(t),
+                        "dur": 0,
+                        "pid": ROUTER_PID,
+                        "tid": _DISPATCH_TID,
+                        "args": {"request_id": rid, "engine": engine},
+                    },
+                )
+        spans = list(self._spans)
+        spans.extend(
+            _Span(
+                rid, o.name, o.pid, o.start_ns, max(o.start_ns, self._last_ns), o.args + _INCOMPLETE
+            )
+            for rid, o in self._open.items()
+        )
+        for span in spans:
+            if not f.shows(span.request_id) or not f.overlaps(span.start_ns, span.end_ns):
+                continue
+            lo, hi = f.clip(span.start_ns, span.end_ns)
+            pid = link_pid if span.pid == -1 else span.pid
+            common: TraceEvent = {
+                "name": span.name,
+                "cat": "request",
+                "id2": {"local": span.request_id},
+                "pid": pid,
+                "tid": 0,
+            }
+            args: dict[str, JsonValue] = {"request_id": span.request_id}
+            args.update(span.args)
+            add(lo, {**common, "ph": "b", "ts": _us(lo), "args": args})
+            add(hi, {**common, "ph": "e", "ts": _us(hi)})
+        flow_id = 0
+        for flow in self._flows:
+            if not f.shows(flow.request_id) or not f.overlaps(flow.source_ns, flow.target_ns):
+                continue
+            if not (f.overlaps(flow.source_ns, flow.source_ns)) or not f.overlaps(
+                flow.target_ns, flow.target_ns
+            ):
+                continue
+            flow_id += 1
+            tid = _DISPATCH_TID if flow.source_pid == ROUTER_PID else _PASSES_TID
+            common = {"name": flow.name, "cat": "flow", "id": flow_id}
+            add(
+                flow.source_ns,
+                {
+                    **common,
+                    "ph": "s",
+                    "ts": _us(flow.source_ns),
+                    "pid": flow.source_pid,
+                    "tid": tid,
+                },
+            )
+            add(
+                flow.target_ns,
+                {
+                    **common,
+                    "ph": "f",
+                    "bp": "e",
+                    "ts": _us(flow.target_ns),
+                    "pid": flow.target_pid,
+                    "tid": _PASSES_TID,
+                },
+            )
+        for instant in self._instants:
+            if not f.shows(instant.request_id) or not f.overlaps(instant.time_ns, instant.time_ns):
+                continue
+            add(
+                instant.time_ns,
+                {
+                    "name": instant.name,
+                    "cat": "event",
+                    "ph": "i",
+                    "s": "t",
+                    "ts": _us(instant.time_ns),
+                    "pid": instant.pid,
+                    "tid": _DISPATCH_TID if instant.pid == ROUTER_PID else _PASSES_TID,
+                    "args": dict(instant.args),
+                },
+            )
+        for engine in sorted(self._counters):
+            previous: tuple[int, int] | None = None
+            previous_kv: int | None = None
+            for t, waiting, running, kv_used in self._counters[engine]:
+                if not f.overlaps(t, t):
+                    continue
+                if previous != (waiting, running):
+                    previous = (waiting, running)
+                    add(
+                        t,
+                        {
+                            "name": "requests",
+                            "ph": "C",
+                            "ts": _us(t),
+                            "pid": engine + 1,
+                            "args": {"waiting": waiting, "running": running},
+                        },
+                    )
+                if kv_used is not None and kv_used != previous_kv:
+                    previous_kv = kv_used
+                    add(
+                        t,
+                        {
+                            "name": "kv_blocks",
+                            "ph": "C",
+                            "ts": _us(t),
+                            "pid": engine + 1,
+                            "args": {"used": kv_used},
+                        },
+                    )
+        records.sort(key=lambda r: (r[0], r[1]))
+        metadata = self._metadata(link_pid)
+        return Timeline(tuple(metadata + [event for _, _, event in records]))
+
+    def _pass_list(self) -> list[tuple[int, int, int, _PassAcc]]:
+        """Every complete-looking pass as ``(engine, start_ns, end_ns, acc)``, in time order."""
+        out: list[tuple[int, int, int, _PassAcc]] = []
+        for engine in sorted(self._passes):
+            by_end = self._passes[engine]
+            admissions = sorted(self._admissions.get(engine, []))
+            previous_end: int | None = None
+            cursor = 0
+            for end in sorted(by_end):
+                acc = by_end[end]
+                while cursor < len(admissions) and admissions[cursor] < end:
+                    cursor += 1
+                if acc.chunk_start_ns is not None:
+                    start = acc.chunk_start_ns
+                else:
+                    lower = previous_end if previous_end is not None else -1
+                    admitted = [a for a in admissions[:cursor] if a >= lower]
+                    if admitted:
+                        start = admitted[-1]
+                    elif previous_end is not None:
+                        start = previous_end
+                    else:
+                        start = end
+                out.append((engine, start, end, acc))
+                previous_end = end
+        return out
+
+    def _metadata(self, link_pid: int) -> list[TraceEvent]:
+        engines = sorted(self._engines_seen | set(range(len(self.views))))
+        out: list[TraceEvent] = []
+
+        def process(pid: int, name: str, thread: str) -> None:
+            out.append({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": name}})
+            out.append(
+                {"name": "process_sort_index", "ph": "M", "pid": pid, "args": {"sort_index": pid}}
+            )
+            out.append(
+                {"name": "thread_name", "ph": "M", "pid": pid, "tid": 0, "args": {"name": thread}}
+            )
+
+        process(ROUTER_PID, "router", "dispatch")
+        for engine in engines:
+            if engine < len(self.engine_names):
+                name = self.engine_names[engine]
+            else:
+                role = self._roles.get(engine)
+                name = f"engine {engine}" + ("" if role is None else f" ({role})")
+            process(engine + 1, name, "passes")
+        if self._uses_link:
+            process(link_pid, "KV link", "transfers")
+        return out
+
+
+_INCOMPLETE: tuple[tuple[str, JsonValue], ...] = (("incomplete", True),)
+
+
+@attrs.frozen
+class Timeline:
+    """A finished timeline: Chrome trace events, in output order.
+
+    Attributes:
+        events: the trace events: metadata first, then everything else by time (ties in
+            recording order).
+    """
+
+    events: tuple[TraceEvent, ...]
+
+    def to_bytes(self) -> bytes:
+        """Serialize as Chrome trace JSON (object form), one event per line, keys sorted.
+
+        Returns:
+            UTF-8 bytes; the same timeline always gives the same bytes.
+        """
+        lines = [json.dumps(e, sort_keys=True, separators=(",", ":")) for e in self.events]
+        body = ",\n".join(lines)
+        text = '{"displayTimeUnit":"ms","traceEvents":[\n' + body + "\n]}\n"
+        return text.encode("utf-8")
+
+    def write(self, path: str | os.PathLike[str]) -> None:
+        """Write :meth:`to_bytes` to ``path`` atomically (a temporary file, then a rename).
+
+        Args:
+            path: the file to create or replace; its directory must exist.
+        """
+        target = Path(path)
+        data = self.to_bytes()
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            os.replace(tmp, target)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+
+def timeline_from_events(
+    events: Iterable[LifecycleEvent],
+    *,
+    filter: TimelineFilter | None = None,
+    engine_names: Sequence[str] = (),
+) -> Timeline:
+    """Build the timeline of a finished run from its kept events (no counters).
+
+    Args:
+        events: the run's ``journal.events``, in record order.
+        filter: the window and requests to show.
+        engine_names: display names by engine index.
+
+    Returns:
+        The :class:`Timeline`.
+    """
+    recorder = TimelineRecorder(engine_names=engine_names)
+    for event in events:
+        recorder.on_event(event)
+    return recorder.timeline(filter)
