@@ -20,8 +20,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from simclock import SimulationError
-
+from ._exceptions import EngineError
 from ._pass import PassShape
 
 BoolArray = npt.NDArray[np.bool_]
@@ -37,8 +36,12 @@ __all__ = (
 )
 
 
-class TimingConfigError(SimulationError, ValueError):
-    """A timing model, GPU spec, model architecture or tokenizer stage got a bad parameter."""
+class TimingConfigError(EngineError, ValueError):
+    """A timing model, GPU spec, model architecture or tokenizer stage got a bad parameter.
+
+    Derives from :class:`~engines.EngineError` (hence :class:`simclock.SimulationError`) and
+    from :class:`ValueError`.
+    """
 
 
 def _finite_non_negative(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 import simclock
+from engines import EngineError
 from engines._timing import FixedTiming, TimingConfigError
 
 from .test_timing_shapes import shape
@@ -123,3 +124,7 @@ def test_bad_parameters_raise_with_exact_message(kwargs: dict[str, object], mess
 def test_config_error_is_a_simulation_error_and_a_value_error() -> None:
     assert issubclass(TimingConfigError, simclock.SimulationError)
     assert issubclass(TimingConfigError, ValueError)
+
+
+def test_config_error_is_an_engine_error() -> None:
+    assert issubclass(TimingConfigError, EngineError)
