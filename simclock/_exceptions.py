@@ -8,7 +8,19 @@ that do not know about simclock.
 
 from __future__ import annotations
 
-__all__ = ("InternalError", "SimulationError")
+__all__ = (
+    "ClockConfigError",
+    "DeadlockError",
+    "InternalError",
+    "LivelockError",
+    "NonFiniteWakeupError",
+    "NotVirtualLoopError",
+    "RealIOError",
+    "SimulationError",
+    "StaleWakeupError",
+    "StalledWaiterError",
+    "WakeupError",
+)
 
 
 class SimulationError(Exception):
@@ -20,3 +32,88 @@ class InternalError(SimulationError):
 
     Raised instead of ``assert`` so that ``python -O`` cannot remove the check.
     """
+
+
+class ClockConfigError(SimulationError, ValueError):
+    """A virtual event loop option is out of range (for example a negative budget)."""
+
+
+class NotVirtualLoopError(SimulationError, RuntimeError):
+    """A simclock clock function was called without a running :class:`VirtualEventLoop`."""
+
+
+class WakeupError(SimulationError):
+    """A wakeup request on the virtual clock was refused.
+
+    Attributes:
+        waiter: who asked to wake up.
+        requested: the requested instant or delay, as given (an ``int`` of nanoseconds or a
+            ``float`` of seconds).
+        now_ns: the virtual time when the request was made, in nanoseconds.
+    """
+
+    def __init__(self, message: str, *, waiter: str, requested: object, now_ns: int) -> None:
+        super().__init__(message)
+        self.waiter = waiter
+        self.requested = requested
+        self.now_ns = now_ns
+
+
+class NonFiniteWakeupError(WakeupError, ValueError):
+    """A wakeup was requested at a non-finite instant or after a non-finite delay (NaN, ±inf)."""
+
+
+class StaleWakeupError(WakeupError, ValueError):
+    """A wakeup was requested at an instant earlier than the current virtual time."""
+
+
+class StalledWaiterError(WakeupError, RuntimeError):
+    """One waiter asked for the current instant more often than the stall budget allows.
+
+    The clock cannot advance while a waiter keeps asking to wake up "now", so the run is
+    stuck at one instant; this error turns that into a failure at the offending call.
+    """
+
+
+class LivelockError(SimulationError, RuntimeError):
+    """The loop ran more events at one virtual instant than the livelock budget allows.
+
+    Attributes:
+        now_ns: the virtual instant the loop was stuck at.
+        busiest: ``(label, events)`` pairs of the busiest waiters in the diagnostic window,
+            busiest first.
+    """
+
+    def __init__(self, message: str, *, now_ns: int, busiest: tuple[tuple[str, int], ...]) -> None:
+        super().__init__(message)
+        self.now_ns = now_ns
+        self.busiest = busiest
+
+
+class DeadlockError(SimulationError, RuntimeError):
+    """Nothing is ready, no timer is pending and the run has not finished.
+
+    Attributes:
+        now_ns: the virtual instant the loop stopped at.
+        blocked: one line per blocked task, naming the task and what it waits on.
+    """
+
+    def __init__(self, message: str, *, now_ns: int, blocked: tuple[str, ...]) -> None:
+        super().__init__(message)
+        self.now_ns = now_ns
+        self.blocked = blocked
+
+
+class RealIOError(SimulationError, RuntimeError):
+    """Real I/O was requested from a virtual event loop, where it has no meaning.
+
+    Attributes:
+        call: the name of the refused loop method, e.g. ``"create_connection"``.
+    """
+
+    def __init__(self, call: str) -> None:
+        super().__init__(
+            f"VirtualEventLoop.{call}() is real I/O, which has no meaning on a virtual clock; "
+            "replace it with an in-memory fake (for example an asyncio.Queue)"
+        )
+        self.call = call

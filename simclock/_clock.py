@@ -1,0 +1,207 @@
+"""Reading and waiting on the virtual clock from inside a running :class:`VirtualEventLoop`.
+
+Every wakeup names its ``waiter`` (who waits) and its :class:`WakeupKind` (why), so
+snapshots and errors can say who is waiting for what. Requests are validated at the call:
+a non-finite instant or delay raises :class:`NonFiniteWakeupError`, an instant earlier
+than now raises :class:`StaleWakeupError`, and a waiter that keeps asking for the current
+instant raises :class:`StalledWaiterError` once the loop's stall budget is spent.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+
+from ._exceptions import NonFiniteWakeupError, NotVirtualLoopError
+from ._inspect import WakeupKind
+from ._loop import VirtualEventLoop
+
+__all__ = (
+    "instant_end",
+    "now_ns",
+    "sleep",
+    "sleep_ns",
+    "sleep_until",
+    "sleep_until_ns",
+)
+
+_NS_PER_S = 1_000_000_000
+
+
+def _virtual_loop(function: str) -> VirtualEventLoop:
+    loop = asyncio._get_running_loop()
+    if isinstance(loop, VirtualEventLoop):
+        return loop
+    found = (
+        "no event loop is running"
+        if loop is None
+        else f"the running loop is a {type(loop).__name__}"
+    )
+    raise NotVirtualLoopError(
+        f"simclock.{function}() needs a running simclock.VirtualEventLoop, but {found}"
+    )
+
+
+def now_ns() -> int:
+    """The virtual time of the running :class:`VirtualEventLoop`, in integer nanoseconds.
+
+    Raises:
+        NotVirtualLoopError: no :class:`VirtualEventLoop` is running in this thread.
+    """
+    return _virtual_loop("now_ns")._now_ns
+
+
+def _check_int(name: str, value: object, waiter: str, loop: VirtualEventLoop) -> int:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float) and not math.isfinite(value):
+        raise NonFiniteWakeupError(
+            f"non-finite wakeup for waiter {waiter!r}: requested {name}={value!r}, "
+            f"now is {loop._now_ns} ns",
+            waiter=waiter,
+            requested=value,
+            now_ns=loop._now_ns,
+        )
+    raise TypeError(f"{name} must be an int of nanoseconds, got {type(value).__name__}")
+
+
+async def _wait(
+    loop: VirtualEventLoop,
+    when_ns: int,
+    waiter: str,
+    kind: WakeupKind,
+    requested: object,
+    text: str,
+) -> None:
+    future, timer = loop._wakeup_at_ns(when_ns, waiter, kind, requested, text)
+    try:
+        await future
+    except BaseException:
+        timer.cancel()
+        raise
+
+
+async def sleep_until_ns(when_ns: int, *, waiter: str, kind: WakeupKind = WakeupKind.OTHER) -> None:
+    """Wait until virtual instant ``when_ns`` (integer nanoseconds).
+
+    Asking for the current instant yields to everything else due now, then resumes at the
+    same instant; doing so more than the loop's stall budget allows raises.
+
+    Args:
+        when_ns: the instant to wake at, in nanoseconds.
+        waiter: who waits (shown in snapshots and errors).
+        kind: why it waits.
+
+    Raises:
+        NonFiniteWakeupError: ``when_ns`` is a NaN or infinite float.
+        StaleWakeupError: ``when_ns`` is earlier than now.
+        StalledWaiterError: ``waiter`` asked for the current instant too many times.
+        NotVirtualLoopError: no :class:`VirtualEventLoop` is running.
+        TypeError: ``when_ns`` is not an int.
+    """
+    loop = _virtual_loop("sleep_until_ns")
+    when = _check_int("when_ns", when_ns, waiter, loop)
+    await _wait(loop, when, waiter, kind, when_ns, f"{when} ns")
+
+
+async def sleep_ns(delay_ns: int, *, waiter: str, kind: WakeupKind = WakeupKind.OTHER) -> None:
+    """Wait for ``delay_ns`` nanoseconds of virtual time.
+
+    Args:
+        delay_ns: how long to wait, in nanoseconds; 0 yields and resumes at this instant.
+        waiter: who waits (shown in snapshots and errors).
+        kind: why it waits.
+
+    Raises:
+        NonFiniteWakeupError: ``delay_ns`` is a NaN or infinite float.
+        StaleWakeupError: ``delay_ns`` is negative.
+        StalledWaiterError: ``waiter`` asked for the current instant too many times.
+        NotVirtualLoopError: no :class:`VirtualEventLoop` is running.
+        TypeError: ``delay_ns`` is not an int.
+    """
+    loop = _virtual_loop("sleep_ns")
+    delay = _check_int("delay_ns", delay_ns, waiter, loop)
+    when = loop._now_ns + delay
+    await _wait(loop, when, waiter, kind, delay_ns, f"{when} ns (a delay of {delay} ns)")
+
+
+def _check_float(name: str, value: object, waiter: str, loop: VirtualEventLoop) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"{name} must be a number of seconds, got {type(value).__name__}")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise NonFiniteWakeupError(
+            f"non-finite wakeup for waiter {waiter!r}: requested {name}={value!r}, "
+            f"now is {loop._now_ns} ns",
+            waiter=waiter,
+            requested=value,
+            now_ns=loop._now_ns,
+        )
+    return float(value)
+
+
+async def sleep_until(when_s: float, *, waiter: str, kind: WakeupKind = WakeupKind.OTHER) -> None:
+    """Wait until virtual instant ``when_s`` (float seconds, as ``loop.time()``).
+
+    The instant is converted to nanoseconds relative to now, so ``sleep_until(loop.time() +
+    d)`` waits ``round(d * 1e9)`` ns however far from zero the clock is (up to the rounding
+    of the float sum). Prefer :func:`sleep_until_ns` for exact instants.
+
+    Args:
+        when_s: the instant to wake at, in seconds.
+        waiter: who waits (shown in snapshots and errors).
+        kind: why it waits.
+
+    Raises:
+        NonFiniteWakeupError: ``when_s`` is NaN or infinite.
+        StaleWakeupError: ``when_s`` is earlier than now.
+        StalledWaiterError: ``waiter`` asked for the current instant too many times.
+        NotVirtualLoopError: no :class:`VirtualEventLoop` is running.
+        TypeError: ``when_s`` is not a number.
+    """
+    loop = _virtual_loop("sleep_until")
+    value = _check_float("when_s", when_s, waiter, loop)
+    when = loop._now_ns + round((value - loop._now_s) * _NS_PER_S)
+    await _wait(loop, when, waiter, kind, when_s, f"{value!r} s ({when} ns)")
+
+
+async def sleep(delay_s: float, *, waiter: str, kind: WakeupKind = WakeupKind.OTHER) -> None:
+    """Wait for ``delay_s`` seconds of virtual time (rounded to the nearest nanosecond).
+
+    Args:
+        delay_s: how long to wait, in seconds; 0 yields and resumes at this instant.
+        waiter: who waits (shown in snapshots and errors).
+        kind: why it waits.
+
+    Raises:
+        NonFiniteWakeupError: ``delay_s`` is NaN or infinite.
+        StaleWakeupError: ``delay_s`` is negative.
+        StalledWaiterError: ``waiter`` asked for the current instant too many times.
+        NotVirtualLoopError: no :class:`VirtualEventLoop` is running.
+        TypeError: ``delay_s`` is not a number.
+    """
+    loop = _virtual_loop("sleep")
+    value = _check_float("delay_s", delay_s, waiter, loop)
+    when = loop._now_ns + round(value * _NS_PER_S)
+    await _wait(loop, when, waiter, kind, delay_s, f"{when} ns (a delay of {value!r} s)")
+
+
+async def instant_end(*, priority: int = 0, waiter: str) -> None:
+    """Wait until everything else at the current virtual instant has run.
+
+    The waiter resumes when nothing is ready and no timer is due at this instant, before
+    the clock may advance. Waiters resume one at a time, lowest ``(priority, sequence)``
+    first; whatever a resumed waiter schedules at this instant runs before the next waiter
+    resumes.
+
+    Args:
+        priority: lower resumes first (engines pass their index).
+        waiter: who waits (shown in snapshots).
+
+    Raises:
+        NotVirtualLoopError: no :class:`VirtualEventLoop` is running.
+        TypeError: ``priority`` is not an int.
+    """
+    loop = _virtual_loop("instant_end")
+    if isinstance(priority, bool) or not isinstance(priority, int):
+        raise TypeError(f"priority must be an int, got {type(priority).__name__}")
+    await loop._instant_end_wait(priority, waiter)

@@ -1,0 +1,908 @@
+"""The virtual-time asyncio event loop.
+
+:class:`VirtualEventLoop` is an :class:`asyncio.AbstractEventLoop` whose clock is an
+integer count of nanoseconds that moves only when nothing else can happen. It owns its
+ready queue, its timer heap and its run loop; it never waits in real time.
+
+Scheduling, one iteration at a time:
+
+1. timers due at the current instant move to the back of the ready queue, in
+   ``(when_ns, sequence)`` order;
+2. the callbacks that are in the ready queue at that moment run, first in first out
+   (callbacks they schedule run in the next iteration);
+3. when the ready queue is empty and no timer is due, the lowest ``(priority, sequence)``
+   waiter of :func:`simclock.instant_end` is released (one per iteration);
+4. when there is nothing of the above, the clock jumps to the earliest pending timer;
+5. when there is no pending timer either, the run has deadlocked: :class:`DeadlockError`.
+
+Sequence numbers come from one counter per loop, so equal-time timers fire in the order
+they were scheduled. Nothing on this path depends on ``id()``, ``hash()`` or set order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import contextvars
+import heapq
+import itertools
+import math
+import sys
+import threading
+from asyncio import events
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar, TypeVarTuple
+
+from ._exceptions import (
+    ClockConfigError,
+    DeadlockError,
+    InternalError,
+    LivelockError,
+    NonFiniteWakeupError,
+    RealIOError,
+    StaleWakeupError,
+    StalledWaiterError,
+)
+from ._inspect import (
+    InstantEndWaiter,
+    LoopSnapshot,
+    LoopStats,
+    PendingTimer,
+    StepEvent,
+    TaskInfo,
+    WakeupKind,
+    describe_callback,
+    describe_task_wait,
+    name_key,
+)
+
+__all__ = (
+    "DEFAULT_LIVELOCK_BUDGET",
+    "DEFAULT_STALL_BUDGET",
+    "VirtualEventLoop",
+)
+
+_T = TypeVar("_T")
+_Ts = TypeVarTuple("_Ts")
+
+DEFAULT_STALL_BUDGET = 1000
+"""Default number of wakeups one waiter may ask for at one instant before it counts as stalled."""
+
+DEFAULT_LIVELOCK_BUDGET = 1_000_000
+"""Default number of events the loop may run at one virtual instant before it is a livelock."""
+
+_LIVELOCK_WINDOW = 1000
+"""Events watched, after the livelock budget is spent, to name the busiest waiters."""
+
+_NS_PER_S = 1_000_000_000
+_INF = math.inf
+
+
+class _Handle(events.Handle):
+    """An asyncio handle built without the debug-mode bookkeeping (release mode only)."""
+
+    __slots__ = ()
+
+    def __init__(
+        self,
+        callback: Callable[..., object],
+        args: tuple[Any, ...],
+        loop: VirtualEventLoop,
+        context: contextvars.Context | None,
+    ) -> None:
+        self._context = contextvars.copy_context() if context is None else context
+        self._loop = loop
+        self._callback = callback
+        self._args = args
+        self._cancelled = False
+        self._repr = None
+        self._source_traceback = None
+
+
+class _Timer(events.TimerHandle):
+    """A timer of the virtual loop: an asyncio ``TimerHandle`` that knows its instant in ns.
+
+    ``when_ns`` is ``None`` for a timer at +inf, which never fires. ``waiter`` and ``kind``
+    are set for simclock wakeups and ``None`` for plain asyncio timers.
+    """
+
+    __slots__ = ("_kind", "_sequence", "_waiter", "_when_ns")
+
+    def __init__(
+        self,
+        when_ns: int | None,
+        sequence: int,
+        callback: Callable[..., object],
+        args: tuple[Any, ...],
+        loop: VirtualEventLoop,
+        context: contextvars.Context | None,
+        waiter: str | None,
+        kind: WakeupKind | None,
+    ) -> None:
+        if loop._debug:
+            events.Handle.__init__(self, callback, args, loop, context)
+        else:
+            self._context = contextvars.copy_context() if context is None else context
+            self._loop = loop
+            self._callback = callback
+            self._args = args
+            self._cancelled = False
+            self._repr = None
+            self._source_traceback = None
+        self._when = _INF if when_ns is None else when_ns / _NS_PER_S
+        self._scheduled = when_ns is not None
+        self._when_ns = when_ns
+        self._sequence = sequence
+        self._waiter = waiter
+        self._kind = kind
+
+    def cancel(self) -> None:
+        if not self._cancelled:
+            self._cancelled = True
+            if self._scheduled:
+                self._scheduled = False
+                loop = self._loop
+                if isinstance(loop, VirtualEventLoop):
+                    loop._timer_cancelled()
+            self._callback = None  # type: ignore[assignment]
+            self._args = None  # type: ignore[assignment]
+
+
+def _wake(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+def _refuse(name: str) -> Any:
+    def refused(self: VirtualEventLoop, *args: Any, **kwargs: Any) -> Any:
+        raise RealIOError(name)
+
+    refused.__name__ = name
+    refused.__qualname__ = f"VirtualEventLoop.{name}"
+    refused.__doc__ = "Refused: raises :class:`RealIOError` (real I/O has no virtual time)."
+    return refused
+
+
+class VirtualEventLoop(asyncio.BaseEventLoop):
+    """An asyncio event loop on a deterministic virtual clock.
+
+    Time is an integer count of nanoseconds (:meth:`time_ns`); :meth:`time` returns the same
+    instant in float seconds. The clock moves only when nothing is ready, straight to the
+    earliest pending timer; it never waits in real time. The scheduling order is total: see
+    the module documentation (timers by ``(when_ns, sequence)``, ready callbacks first in
+    first out).
+
+    States: *idle* (created, or between runs and steps), *running* (inside
+    :meth:`run_forever`, :meth:`run_until_complete` or a stepping method), *closed*. A run
+    that ends with nothing ready, no timer pending and the run unfinished raises
+    :class:`DeadlockError`; more than ``livelock_budget`` events at one instant raise
+    :class:`LivelockError`.
+
+    Real I/O (sockets, pipes, subprocesses, signal handlers, file-descriptor readers and
+    writers, name resolution) raises :class:`RealIOError`. :meth:`run_in_executor` runs the
+    function inline, at the current instant, and returns a finished future.
+
+    Args:
+        start_ns: the virtual time the clock starts at, in nanoseconds (``>= 0``).
+        stall_budget: how many times one waiter may ask for the current instant (with
+            :func:`simclock.sleep_until_ns` and friends) while the clock stays there before
+            :class:`StalledWaiterError` is raised; ``None`` disables the check. Default
+            :data:`DEFAULT_STALL_BUDGET` (1000).
+        livelock_budget: how many events may run at one virtual instant before
+            :class:`LivelockError` is raised; ``None`` disables the check. Default
+            :data:`DEFAULT_LIVELOCK_BUDGET` (1,000,000).
+
+    Raises:
+        ClockConfigError: an option is out of range.
+    """
+
+    _ready: collections.deque[events.Handle]
+    _stopping: bool
+    _debug: bool
+    _thread_id: int | None
+    _default_executor: Any
+    _executor_shutdown_called: bool
+
+    def __init__(
+        self,
+        *,
+        start_ns: int = 0,
+        stall_budget: int | None = DEFAULT_STALL_BUDGET,
+        livelock_budget: int | None = DEFAULT_LIVELOCK_BUDGET,
+    ) -> None:
+        if isinstance(start_ns, bool) or not isinstance(start_ns, int) or start_ns < 0:
+            raise ClockConfigError(f"start_ns must be an int >= 0, got {start_ns!r}")
+        for name, budget in (("stall_budget", stall_budget), ("livelock_budget", livelock_budget)):
+            if budget is not None and (
+                isinstance(budget, bool) or not isinstance(budget, int) or budget < 1
+            ):
+                raise ClockConfigError(f"{name} must be an int >= 1 or None, got {budget!r}")
+        super().__init__()
+        self._now_ns = start_ns
+        self._now_s = start_ns / _NS_PER_S
+        self._stall_budget = sys.maxsize if stall_budget is None else stall_budget
+        self._livelock_budget = sys.maxsize if livelock_budget is None else livelock_budget
+        self._timers: list[tuple[int, int, _Timer]] = []
+        self._infinite_timers: list[_Timer] = []
+        self._cancelled_timers = 0
+        self._sequence = itertools.count()
+        self._instant_end: list[tuple[int, int, asyncio.Future[None], str]] = []
+        self._stall_counts: dict[str, int] = {}
+        self._batch_left = 0
+        self._instant_events = 0
+        self._events = 0
+        self._timers_fired = 0
+        self._clock_advances = 0
+        self._instant_end_wakeups = 0
+        self._wakeup_context = contextvars.Context()
+
+    # ------------------------------------------------------------------ the clock
+
+    def time(self) -> float:
+        """The virtual time in seconds (a float derived from :meth:`time_ns`)."""
+        return self._now_s
+
+    def time_ns(self) -> int:
+        """The virtual time in integer nanoseconds."""
+        return self._now_ns
+
+    def _advance(self, when_ns: int) -> None:
+        if when_ns < self._now_ns:
+            raise InternalError(f"clock would go back from {self._now_ns} ns to {when_ns} ns")
+        if when_ns != self._now_ns:
+            self._now_ns = when_ns
+            self._now_s = when_ns / _NS_PER_S
+            self._clock_advances += 1
+            self._instant_events = 0
+            if self._stall_counts:
+                self._stall_counts = {}
+
+    # ------------------------------------------------------------------ scheduling
+
+    def call_soon(
+        self,
+        callback: Callable[[*_Ts], object],
+        *args: *_Ts,
+        context: contextvars.Context | None = None,
+    ) -> events.Handle:
+        """Schedule ``callback(*args)`` to run in the next iteration (first in, first out)."""
+        if self._closed:  # type: ignore[attr-defined]
+            raise RuntimeError("Event loop is closed")
+        if self._debug:
+            return super().call_soon(callback, *args, context=context)
+        handle = _Handle(callback, args, self, context)
+        self._ready.append(handle)
+        return handle
+
+    def call_later(
+        self,
+        delay: float,
+        callback: Callable[[*_Ts], object],
+        *args: *_Ts,
+        context: contextvars.Context | None = None,
+    ) -> events.TimerHandle:
+        """Schedule ``callback(*args)`` ``delay`` seconds of virtual time from now.
+
+        A negative delay runs at the current instant (as in asyncio); ``+inf`` never fires.
+
+        Raises:
+            NonFiniteWakeupError: ``delay`` is NaN or ``-inf``.
+        """
+        if delay > 0.0:
+            if delay == _INF:
+                return self._schedule(None, callback, args, context, None, None)
+            return self._schedule(
+                self._now_ns + round(delay * _NS_PER_S), callback, args, context, None, None
+            )
+        if delay != delay or delay == -_INF:
+            raise NonFiniteWakeupError(
+                f"non-finite wakeup for waiter {describe_callback(callback)!r}: "
+                f"requested a delay of {delay!r} s, now is {self._now_ns} ns",
+                waiter=describe_callback(callback),
+                requested=delay,
+                now_ns=self._now_ns,
+            )
+        return self._schedule(self._now_ns, callback, args, context, None, None)
+
+    def call_at(
+        self,
+        when: float,
+        callback: Callable[[*_Ts], object],
+        *args: *_Ts,
+        context: contextvars.Context | None = None,
+    ) -> events.TimerHandle:
+        """Schedule ``callback(*args)`` at virtual time ``when`` (seconds, as :meth:`time`).
+
+        An instant in the past runs at the current instant; ``+inf`` never fires and
+        ``-inf`` runs now.
+
+        Raises:
+            NonFiniteWakeupError: ``when`` is NaN.
+        """
+        if when != when:
+            raise NonFiniteWakeupError(
+                f"non-finite wakeup for waiter {describe_callback(callback)!r}: "
+                f"requested the instant {when!r} s, now is {self._now_ns} ns",
+                waiter=describe_callback(callback),
+                requested=when,
+                now_ns=self._now_ns,
+            )
+        return self._schedule(self._seconds_to_ns(when), callback, args, context, None, None)
+
+    def _seconds_to_ns(self, when: float) -> int | None:
+        """Map an instant in float seconds to ns, exactly for ``time() + delay`` values.
+
+        The conversion is relative to the current instant, so ``call_at(time() + d)`` lands
+        ``round(d * 1e9)`` ns from now (up to the float rounding of the sum) however far from
+        zero the clock is. Past instants clamp to now; +inf maps to ``None`` (never).
+        """
+        delta = when - self._now_s
+        if delta <= 0.0:
+            return self._now_ns
+        if delta == _INF:
+            return None
+        return self._now_ns + round(delta * _NS_PER_S)
+
+    def _schedule(
+        self,
+        when_ns: int | None,
+        callback: Callable[..., object],
+        args: tuple[Any, ...],
+        context: contextvars.Context | None,
+        waiter: str | None,
+        kind: WakeupKind | None,
+    ) -> _Timer:
+        if self._closed:  # type: ignore[attr-defined]
+            raise RuntimeError("Event loop is closed")
+        sequence = next(self._sequence)
+        timer = _Timer(when_ns, sequence, callback, args, self, context, waiter, kind)
+        if when_ns is None:
+            live = [t for t in self._infinite_timers if not t._cancelled]
+            live.append(timer)
+            self._infinite_timers = live
+        else:
+            heapq.heappush(self._timers, (when_ns, sequence, timer))
+        return timer
+
+    def _timer_cancelled(self) -> None:
+        self._cancelled_timers += 1
+        if self._cancelled_timers > 100 and self._cancelled_timers * 2 > len(self._timers):
+            self._timers = [entry for entry in self._timers if not entry[2]._cancelled]
+            heapq.heapify(self._timers)
+            self._cancelled_timers = 0
+
+    def _timer_handle_cancelled(self, handle: events.TimerHandle) -> None:
+        # Only reached for TimerHandles that are not ours (never scheduled here).
+        pass
+
+    def call_soon_threadsafe(
+        self,
+        callback: Callable[[*_Ts], object],
+        *args: *_Ts,
+        context: contextvars.Context | None = None,
+    ) -> events.Handle:
+        """Like :meth:`call_soon`; the virtual loop never blocks, so no wakeup is needed."""
+        handle = events.Handle(callback, args, self, context)
+        self._ready.append(handle)
+        return handle
+
+    def _write_to_self(self) -> None:
+        # The virtual loop never blocks waiting for I/O, so there is nothing to wake up.
+        pass
+
+    def _process_events(self, event_list: list[Any]) -> None:
+        pass
+
+    # ------------------------------------------------------------------ simclock wakeups
+
+    def _wakeup_at_ns(
+        self,
+        when_ns: int,
+        waiter: str,
+        kind: WakeupKind,
+        requested: object,
+        request_text: str,
+    ) -> tuple[asyncio.Future[None], _Timer]:
+        """Validate a wakeup request and schedule it; the caller awaits the future."""
+        now = self._now_ns
+        if when_ns <= now:
+            if when_ns < now:
+                raise StaleWakeupError(
+                    f"stale wakeup for waiter {waiter!r}: requested {request_text}, "
+                    f"which is before now ({now} ns)",
+                    waiter=waiter,
+                    requested=requested,
+                    now_ns=now,
+                )
+            count = self._stall_counts.get(waiter, 0) + 1
+            if count > self._stall_budget:
+                raise StalledWaiterError(
+                    f"stalled waiter {waiter!r}: requested {request_text}, the current "
+                    f"instant, {count} times while the clock stayed at {now} ns "
+                    f"(stall budget {self._stall_budget})",
+                    waiter=waiter,
+                    requested=requested,
+                    now_ns=now,
+                )
+            self._stall_counts[waiter] = count
+        future: asyncio.Future[None] = self.create_future()
+        timer = self._schedule(when_ns, _wake, (future,), self._wakeup_context, waiter, kind)
+        return future, timer
+
+    def _instant_end_wait(self, priority: int, waiter: str) -> asyncio.Future[None]:
+        future: asyncio.Future[None] = self.create_future()
+        heapq.heappush(self._instant_end, (priority, next(self._sequence), future, waiter))
+        return future
+
+    # ------------------------------------------------------------------ running
+
+    @contextlib.contextmanager
+    def _running(self) -> Iterator[None]:
+        """Be the running loop of this thread for the duration of the block."""
+        self._check_closed()  # type: ignore[attr-defined]
+        self._check_running()  # type: ignore[attr-defined]
+        self._set_coroutine_origin_tracking(self._debug)  # type: ignore[attr-defined]
+        old_hooks = sys.get_asyncgen_hooks()
+        try:
+            self._thread_id = threading.get_ident()
+            sys.set_asyncgen_hooks(
+                firstiter=self._asyncgen_firstiter_hook,  # type: ignore[attr-defined]
+                finalizer=self._asyncgen_finalizer_hook,  # type: ignore[attr-defined]
+            )
+            events._set_running_loop(self)
+            yield
+        finally:
+            self._stopping = False
+            self._thread_id = None
+            events._set_running_loop(None)
+            self._set_coroutine_origin_tracking(False)  # type: ignore[attr-defined]
+            sys.set_asyncgen_hooks(*old_hooks)
+
+    def run_forever(self) -> None:
+        """Run until :meth:`stop` is called.
+
+        Raises:
+            DeadlockError: nothing is ready, no timer is pending and the loop was not stopped.
+            LivelockError: more than ``livelock_budget`` events ran at one virtual instant.
+        """
+        with self._running():
+            self._run_until_stopped()
+
+    def _run_until_stopped(self) -> None:
+        # The hot loop. It inlines Handle._run and must keep exactly the order of
+        # _run_one (the stepping path); tests compare the two.
+        ready = self._ready
+        timers = self._timers
+        popleft = ready.popleft
+        append = ready.append
+        heappop = heapq.heappop
+        budget = self._livelock_budget
+        while True:
+            ntodo = self._batch_left
+            if not ntodo:
+                now = self._now_ns
+                if timers and timers[0][0] <= now:
+                    fired = 0
+                    while timers and timers[0][0] <= now:
+                        timer = heappop(timers)[2]
+                        if timer._cancelled:
+                            self._cancelled_timers -= 1
+                            continue
+                        timer._scheduled = False
+                        append(timer)
+                        fired += 1
+                    self._timers_fired += fired
+                ntodo = len(ready)
+                if not ntodo:
+                    if self._stopping:
+                        break
+                    if self._idle_transition():
+                        continue
+                    raise self._deadlock_error()
+            self._batch_left = 0
+            ran = ntodo
+            while ntodo:
+                ntodo -= 1
+                handle: Any = popleft()
+                if handle._cancelled:
+                    ran -= 1
+                    continue
+                try:
+                    handle._context.run(handle._callback, *handle._args)
+                except (SystemExit, KeyboardInterrupt):
+                    self._batch_left = ntodo
+                    ran -= ntodo
+                    self._events += ran
+                    self._instant_events += ran
+                    raise
+                except BaseException as exc:
+                    self._report_callback_error(handle, exc)
+            self._events += ran
+            self._instant_events += ran
+            if self._instant_events > budget:
+                self._raise_livelock()
+            if self._stopping:
+                break
+
+    def _idle_transition(self) -> bool:
+        """Nothing is ready and no timer is due: release an instant-end waiter or advance.
+
+        Returns:
+            False when there is nothing left to do at all (no waiter, no pending timer).
+        """
+        waiting = self._instant_end
+        while waiting:
+            future = heapq.heappop(waiting)[2]
+            if future.done():
+                continue
+            future.set_result(None)
+            self._instant_end_wakeups += 1
+            return True
+        timers = self._timers
+        while timers and timers[0][2]._cancelled:
+            heapq.heappop(timers)
+            self._cancelled_timers -= 1
+        if timers:
+            self._advance(timers[0][0])
+            return True
+        return False
+
+    def _has_work_now(self) -> bool:
+        """Is there anything to run at the current instant (before the clock may advance)?"""
+        if self._batch_left or self._ready:
+            return True
+        timers = self._timers
+        if timers and timers[0][0] <= self._now_ns:
+            return True
+        return any(not entry[2].done() for entry in self._instant_end)
+
+    def _run_one(self, *, advance: bool) -> str | None:
+        """Run the next callback, in exactly the order of :meth:`_run_until_stopped`.
+
+        Args:
+            advance: whether the clock may move forward to reach the next callback.
+
+        Returns:
+            A label of what ran (see :meth:`_label`), or ``None`` when nothing can run
+            (without advancing, when ``advance`` is false).
+        """
+        ready = self._ready
+        timers = self._timers
+        while True:
+            if not self._batch_left:
+                now = self._now_ns
+                while timers and timers[0][0] <= now:
+                    timer = heapq.heappop(timers)[2]
+                    if timer._cancelled:
+                        self._cancelled_timers -= 1
+                        continue
+                    timer._scheduled = False
+                    ready.append(timer)
+                    self._timers_fired += 1
+                self._batch_left = len(ready)
+                if not self._batch_left:
+                    if not advance and not any(not e[2].done() for e in self._instant_end):
+                        return None
+                    if self._idle_transition():
+                        continue
+                    return None
+            handle: Any = ready.popleft()
+            self._batch_left -= 1
+            if handle._cancelled:
+                continue
+            label = self._label(handle)
+            self._events += 1
+            self._instant_events += 1
+            try:
+                handle._context.run(handle._callback, *handle._args)
+            except (SystemExit, KeyboardInterrupt):
+                raise
+            except BaseException as exc:
+                self._report_callback_error(handle, exc)
+            return label
+
+    def _report_callback_error(self, handle: Any, exc: BaseException) -> None:
+        self.call_exception_handler(
+            {
+                "message": f"Exception in callback {describe_callback(handle._callback)}",
+                "exception": exc,
+                "handle": handle,
+            }
+        )
+
+    @staticmethod
+    def _label(handle: Any) -> str:
+        """Who a callback runs for: a task's name, a simclock waiter, or the callback."""
+        if isinstance(handle, _Timer) and handle._waiter is not None:
+            return f"waiter {handle._waiter!r}"
+        return describe_callback(handle._callback)
+
+    def _raise_livelock(self) -> None:
+        """Watch a short window of further events to name the busiest waiters, then raise."""
+        counts: dict[str, int] = {}
+        watched = 0
+        while watched < _LIVELOCK_WINDOW:
+            label = self._run_one(advance=False)
+            if label is None:
+                break
+            watched += 1
+            counts[label] = counts.get(label, 0) + 1
+        busiest = tuple(sorted(counts.items(), key=lambda item: -item[1])[:3])
+        names = ", ".join(f"{label} ({n} events)" for label, n in busiest) or "none"
+        raise LivelockError(
+            f"livelock at {self._now_ns} ns: more than {self._livelock_budget} events ran "
+            f"without the clock advancing (livelock budget {self._livelock_budget}); busiest "
+            f"waiters in the next {watched} events: {names}",
+            now_ns=self._now_ns,
+            busiest=busiest,
+        )
+
+    def _unfinished_tasks(self) -> list[asyncio.Task[Any]]:
+        tasks = asyncio.all_tasks(self)
+        return sorted(tasks, key=lambda t: (name_key(t.get_name()), describe_task_wait(t)))
+
+    def _deadlock_error(self) -> DeadlockError:
+        tasks = self._unfinished_tasks()
+        blocked = tuple(f"{t.get_name()!r} waits in {describe_task_wait(t)}" for t in tasks)
+        never = sum(1 for t in self._infinite_timers if not t._cancelled)
+        head = f"deadlock at {self._now_ns} ns: nothing is ready and no timer is pending"
+        if never:
+            noun = "timer at +inf never fires" if never == 1 else "timers at +inf never fire"
+            head += f" ({never} {noun})"
+        if tasks:
+            verb = "task is" if len(tasks) == 1 else "tasks are"
+            message = f"{head}, but {len(tasks)} {verb} blocked:\n" + "\n".join(
+                f"  {line}" for line in blocked
+            )
+        else:
+            message = f"{head}, but the loop still waits on a future nothing will complete"
+        return DeadlockError(message, now_ns=self._now_ns, blocked=blocked)
+
+    # ------------------------------------------------------------------ stepping
+
+    def step(self) -> StepEvent | None:
+        """Run exactly one callback, advancing the clock to reach it if needed.
+
+        Call it from outside any running loop (a REPL, a debugger, a harness). Tasks may
+        have been created with :meth:`create_task` without :meth:`run_until_complete`.
+
+        Returns:
+            What ran, or ``None`` when there is nothing left to run and no task is unfinished.
+
+        Raises:
+            DeadlockError: nothing can run but some task is unfinished.
+            LivelockError: the livelock budget is spent at this instant.
+        """
+        with self._running():
+            label = self._run_one(advance=True)
+            if label is None:
+                if asyncio.all_tasks(self):
+                    raise self._deadlock_error()
+                return None
+            event = StepEvent(time_ns=self._now_ns, label=label)
+            if self._instant_events > self._livelock_budget:
+                self._raise_livelock()
+            return event
+
+    def run_until_ns(self, when_ns: int) -> None:
+        """Run every event before virtual instant ``when_ns``, then set the clock to it.
+
+        Events scheduled exactly at ``when_ns`` have not run when this returns; the next
+        :meth:`step` runs the first of them.
+
+        Args:
+            when_ns: the instant to stop at, in nanoseconds; not earlier than now.
+
+        Raises:
+            StaleWakeupError: ``when_ns`` is earlier than now.
+            DeadlockError: tasks are blocked with no timer pending before ``when_ns``.
+            LivelockError: the livelock budget is spent at one instant.
+        """
+        if isinstance(when_ns, bool) or not isinstance(when_ns, int):
+            raise TypeError(f"when_ns must be an int, got {type(when_ns).__name__}")
+        if when_ns < self._now_ns:
+            raise StaleWakeupError(
+                f"stale wakeup for waiter 'run_until_ns': requested {when_ns} ns, "
+                f"which is before now ({self._now_ns} ns)",
+                waiter="run_until_ns",
+                requested=when_ns,
+                now_ns=self._now_ns,
+            )
+        with self._running():
+            timers = self._timers
+            while self._now_ns < when_ns:
+                if self._has_work_now():
+                    self._run_one(advance=False)
+                    if self._instant_events > self._livelock_budget:
+                        self._raise_livelock()
+                    continue
+                while timers and timers[0][2]._cancelled:
+                    heapq.heappop(timers)
+                    self._cancelled_timers -= 1
+                if timers and timers[0][0] < when_ns:
+                    self._advance(timers[0][0])
+                    continue
+                if not timers and asyncio.all_tasks(self):
+                    raise self._deadlock_error()
+                self._advance(when_ns)
+
+    def run_until(self, predicate: Callable[[], bool], *, max_events: int | None = None) -> bool:
+        """Run one callback at a time until ``predicate()`` is true.
+
+        The predicate is checked before every callback, with this loop as the running loop
+        (so it may call :func:`simclock.now_ns`).
+
+        Args:
+            predicate: the condition to reach.
+            max_events: give up after this many callbacks; ``None`` for no limit.
+
+        Returns:
+            True when the predicate holds; False when ``max_events`` ran out or nothing is
+            left to run and no task is unfinished.
+
+        Raises:
+            DeadlockError: nothing can run but some task is unfinished.
+            LivelockError: the livelock budget is spent at one instant.
+        """
+        with self._running():
+            ran = 0
+            while not predicate():
+                if max_events is not None and ran >= max_events:
+                    return False
+                if self._run_one(advance=True) is None:
+                    if asyncio.all_tasks(self):
+                        raise self._deadlock_error()
+                    return False
+                ran += 1
+                if self._instant_events > self._livelock_budget:
+                    self._raise_livelock()
+            return True
+
+    # ------------------------------------------------------------------ inspection
+
+    def stats(self) -> LoopStats:
+        """The loop's counters as a frozen snapshot.
+
+        Inside a running loop the counters cover every callback batch finished so far.
+        """
+        return LoopStats(
+            now_ns=self._now_ns,
+            events=self._events,
+            timers_fired=self._timers_fired,
+            clock_advances=self._clock_advances,
+            instant_end_wakeups=self._instant_end_wakeups,
+        )
+
+    def snapshot(self) -> LoopSnapshot:
+        """What the loop holds now: time, ready queue length, pending timers, tasks."""
+        tasks = self._unfinished_tasks()
+        waiting: dict[object, asyncio.Task[Any]] = {}
+        for task in tasks:
+            future = getattr(task, "_fut_waiter", None)
+            if future is not None:
+                waiting[future] = task
+        pending = [e[2] for e in sorted(self._timers) if not e[2]._cancelled]
+        pending += [t for t in self._infinite_timers if not t._cancelled]
+        timers = tuple(
+            PendingTimer(
+                when_ns=t._when_ns,
+                sequence=t._sequence,
+                waiter=t._waiter,
+                kind=t._kind,
+                callback=self._describe_timer(t, waiting),
+            )
+            for t in pending
+        )
+        instant = tuple(
+            InstantEndWaiter(priority=p, sequence=s, waiter=w)
+            for p, s, f, w in sorted(self._instant_end, key=lambda e: (e[0], e[1]))
+            if not f.done()
+        )
+        infos = tuple(
+            TaskInfo(
+                name=t.get_name(),
+                waits_on=describe_task_wait(t)
+                if getattr(t, "_fut_waiter", None) is not None
+                else "ready",
+            )
+            for t in tasks
+        )
+        return LoopSnapshot(
+            now_ns=self._now_ns,
+            ready=len(self._ready),
+            pending_timers=timers,
+            instant_end_waiters=instant,
+            tasks=infos,
+            stats=self.stats(),
+        )
+
+    @staticmethod
+    def _describe_timer(timer: _Timer, waiting: dict[object, asyncio.Task[Any]]) -> str:
+        text = "wakeup" if timer._waiter is not None else describe_callback(timer._callback)
+        args = timer._args or ()
+        if args and isinstance(args[0], asyncio.Future):
+            task = waiting.get(args[0])
+            if task is not None:
+                text += f" of task {task.get_name()!r}"
+        return text
+
+    # ------------------------------------------------------------------ executors
+
+    def run_in_executor(  # type: ignore[override]
+        self, executor: Any, func: Callable[..., _T], *args: Any
+    ) -> asyncio.Future[_T]:
+        """Run ``func(*args)`` inline, at the current instant; return a finished future.
+
+        The executor argument is ignored: threads have no virtual time, so the call happens
+        here and now, deterministically.
+        """
+        self._check_closed()  # type: ignore[attr-defined]
+        future: asyncio.Future[_T] = self.create_future()
+        try:
+            result = func(*args)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            future.set_exception(exc)
+        else:
+            future.set_result(result)
+        return future
+
+    def set_default_executor(self, executor: Any) -> None:
+        """Accepted and ignored: :meth:`run_in_executor` always runs inline."""
+
+    async def shutdown_default_executor(self, timeout: float | None = None) -> None:
+        """Nothing to shut down: the virtual loop never starts an executor."""
+        self._executor_shutdown_called = True
+
+    def close(self) -> None:
+        """Close the loop, dropping every pending timer and callback."""
+        if self.is_running():
+            raise RuntimeError("Cannot close a running event loop")
+        self._timers.clear()
+        self._infinite_timers = []
+        self._instant_end.clear()
+        self._batch_left = 0
+        super().close()
+
+    # ------------------------------------------------------------------ real I/O
+
+    def remove_reader(self, fd: Any) -> bool:
+        """Nothing was ever registered: returns False."""
+        return False
+
+    def remove_writer(self, fd: Any) -> bool:
+        """Nothing was ever registered: returns False."""
+        return False
+
+    def remove_signal_handler(self, sig: int) -> bool:
+        """Nothing was ever registered: returns False."""
+        return False
+
+    add_reader = _refuse("add_reader")
+    add_writer = _refuse("add_writer")
+    add_signal_handler = _refuse("add_signal_handler")
+    sock_recv = _refuse("sock_recv")
+    sock_recv_into = _refuse("sock_recv_into")
+    sock_recvfrom = _refuse("sock_recvfrom")
+    sock_recvfrom_into = _refuse("sock_recvfrom_into")
+    sock_sendall = _refuse("sock_sendall")
+    sock_sendto = _refuse("sock_sendto")
+    sock_connect = _refuse("sock_connect")
+    sock_accept = _refuse("sock_accept")
+    sock_sendfile = _refuse("sock_sendfile")
+    sendfile = _refuse("sendfile")
+    start_tls = _refuse("start_tls")
+    create_connection = _refuse("create_connection")
+    create_server = _refuse("create_server")
+    create_datagram_endpoint = _refuse("create_datagram_endpoint")
+    create_unix_connection = _refuse("create_unix_connection")
+    create_unix_server = _refuse("create_unix_server")
+    connect_accepted_socket = _refuse("connect_accepted_socket")
+    connect_read_pipe = _refuse("connect_read_pipe")
+    connect_write_pipe = _refuse("connect_write_pipe")
+    subprocess_shell = _refuse("subprocess_shell")
+    subprocess_exec = _refuse("subprocess_exec")
+    getaddrinfo = _refuse("getaddrinfo")
+    getnameinfo = _refuse("getnameinfo")
