@@ -1,5 +1,65 @@
-"""policies: placement policies as async coroutines, and the context they run in."""
+"""policies: placement policies as async coroutines, and the context they run in.
+
+A policy is an object whose ``async def run(requests, ctx)`` receives released requests and
+places them on engines with ``await ctx.dispatch(request, engine)`` (the two-phase handshake).
+Subclass :class:`PlacePolicy` to write ``async def place(request, ctx)`` per request, subclass
+:class:`ChoicePolicy` to write ``choose(request, ctx) -> int``, or adapt a plain function with
+:func:`from_choice`. The built-ins are :class:`RoundRobin`, :class:`Random`,
+:class:`LeastLoaded`, :class:`KVAware` and :class:`SessionAffinity`.
+"""
 
 from __future__ import annotations
 
-__all__: tuple[str, ...] = ()
+from ._base import BasePolicy as BasePolicy
+from ._base import ChoiceFunction as ChoiceFunction
+from ._base import ChoicePolicy as ChoicePolicy
+from ._base import PlacePolicy as PlacePolicy
+from ._base import from_choice as from_choice
+from ._builtins import KVAware as KVAware
+from ._builtins import LeastLoaded as LeastLoaded
+from ._builtins import Random as Random
+from ._builtins import RoundRobin as RoundRobin
+from ._builtins import SessionAffinity as SessionAffinity
+from ._builtins import conversation_key as conversation_key
+from ._exceptions import CommitError as CommitError
+from ._exceptions import InvalidWakeupError as InvalidWakeupError
+from ._exceptions import PlacementError as PlacementError
+from ._exceptions import PolicyError as PolicyError
+from ._exceptions import PolicyHookError as PolicyHookError
+from ._exceptions import RuntimePoisonedError as RuntimePoisonedError
+from ._runtime import EngineHandle as EngineHandle
+from ._runtime import Offer as Offer
+from ._runtime import Placement as Placement
+from ._runtime import Policy as Policy
+from ._runtime import PolicyContext as PolicyContext
+from ._runtime import PolicyRuntime as PolicyRuntime
+from ._runtime import RequestStream as RequestStream
+from ._runtime import policy_name as policy_name
+
+__all__ = (
+    "BasePolicy",
+    "ChoiceFunction",
+    "ChoicePolicy",
+    "CommitError",
+    "EngineHandle",
+    "InvalidWakeupError",
+    "KVAware",
+    "LeastLoaded",
+    "Offer",
+    "PlacePolicy",
+    "Placement",
+    "PlacementError",
+    "Policy",
+    "PolicyContext",
+    "PolicyError",
+    "PolicyHookError",
+    "PolicyRuntime",
+    "Random",
+    "RequestStream",
+    "RoundRobin",
+    "RuntimePoisonedError",
+    "SessionAffinity",
+    "conversation_key",
+    "from_choice",
+    "policy_name",
+)

@@ -1,0 +1,834 @@
+"""The policy runtime: the context a policy runs in, and the dispatch handshake's policy side.
+
+A :class:`PolicyRuntime` sits between whatever releases requests (the workload driver, a
+tokenizer stage) and a set of engines. It hands requests to the policy through a
+:class:`RequestStream`, gives the policy a :class:`PolicyContext`, performs the two-phase
+dispatch handshake (offer → tentative or rejection → commit or abort), calls the policy's hooks,
+supervises the policy's coroutines, and keeps every request accounted for.
+
+Request states inside the runtime::
+
+    held ──offer──► offered ──commit──► committed ──(engine)──► terminal
+     ▲                │  │
+     └──abort/reject──┘  └──commit fails──► failed (terminal)
+    held ──ctx.reject──► terminal (rejected)
+
+A request still ``held`` when the run ends is *unplaced* and reported by id.
+
+Failure (a commit that raises, an abort that raises, a hook that raises, a policy coroutine
+that raises) *poisons* the runtime: the failure is kept in :attr:`PolicyRuntime.failure`, every
+later step of the policy (dispatch, offer, sleep, spawn) raises
+:class:`RuntimePoisonedError`, and the runner ends the run with a report naming the failure.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+from collections import deque
+from collections.abc import Callable, Coroutine
+from types import TracebackType
+from typing import Any, Literal, Protocol, TypeVar
+
+import attrs
+import numpy as np
+
+import simclock
+from engines import (
+    BlockKeyer,
+    EngineView,
+    EventKind,
+    Journal,
+    KVEvent,
+    LifecycleEvent,
+    Rejection,
+    RequestTrace,
+    Tentative,
+)
+from loadgen import Request
+
+from ._exceptions import (
+    CommitError,
+    InvalidWakeupError,
+    PlacementError,
+    PolicyHookError,
+    RuntimePoisonedError,
+)
+
+__all__ = (
+    "EngineHandle",
+    "Offer",
+    "Placement",
+    "Policy",
+    "PolicyContext",
+    "PolicyRuntime",
+    "RequestStream",
+    "policy_name",
+)
+
+T = TypeVar("T")
+
+Outcome = Literal["committed", "rejected", "aborted"]
+
+
+class EngineHandle(Protocol):
+    """What the runtime needs of an engine: its index, its view and the handshake's engine side.
+
+    :class:`engines.Engine` satisfies it; so can a test double.
+    """
+
+    @property
+    def index(self) -> int:
+        """The engine's index in the topology."""
+        ...
+
+    @property
+    def view(self) -> EngineView:
+        """The engine's read-only view."""
+        ...
+
+    def offer(self, request: Request) -> Tentative | Rejection:
+        """Check admission of ``request``; return a tentative placement or a rejection."""
+        ...
+
+    def commit(self, tentative: Tentative) -> None:
+        """Accept the tentatively placed request for real (rolls back and raises on failure)."""
+        ...
+
+    def abort(self, tentative: Tentative, reason: str) -> None:
+        """Roll a tentative placement back."""
+        ...
+
+    def subscribe_kv(self, callback: Callable[[KVEvent], None]) -> None:
+        """Call ``callback`` with every KV event the engine publishes."""
+        ...
+
+
+class Policy(Protocol):
+    """A placement policy: an object whose ``run`` coroutine receives requests and places them.
+
+    ``run`` iterates ``requests`` (``async for request in requests``) until the stream ends and
+    places each request with ``await ctx.dispatch(request, engine)``, possibly later, possibly
+    from a coroutine started with ``ctx.spawn``. A policy may also define any of these
+    synchronous hooks, which the runtime calls when present:
+
+    - ``on_committed(placement)``: an engine accepted a placement;
+    - ``on_aborted(placement)``: a tentative placement was rolled back (``placement.reason``);
+    - ``on_finished(trace)``: a placed request reached a terminal state;
+    - ``on_kv_event(event)``: an engine stored or removed KV blocks.
+
+    :class:`policies.BasePolicy` provides no-op hooks to subclass.
+    """
+
+    async def run(self, requests: RequestStream, ctx: PolicyContext) -> None:
+        """Receive requests from ``requests`` and place them through ``ctx``."""
+        ...
+
+
+def policy_name(policy: object) -> str:
+    """Return the name a policy goes by in errors and waiter names.
+
+    Its ``name`` attribute when it is a non-empty string, else its class name.
+    """
+    name = getattr(policy, "name", None)
+    if isinstance(name, str) and name:
+        return name
+    return type(policy).__name__
+
+
+@attrs.frozen
+class Placement:
+    """The outcome of one offer of a request to an engine.
+
+    Attributes:
+        request_id: the request offered.
+        engine: the index of the engine offered.
+        outcome: ``"committed"`` (the engine accepted it), ``"rejected"`` (the engine refused
+            the offer) or ``"aborted"`` (the tentative placement was rolled back).
+        reason: the rejection or abort reason; None when committed.
+        time_ns: the virtual instant of the outcome.
+    """
+
+    request_id: str
+    engine: int
+    outcome: Outcome
+    reason: str | None
+    time_ns: int
+
+    @property
+    def committed(self) -> bool:
+        """Whether the engine accepted the request."""
+        return self.outcome == "committed"
+
+    @property
+    def rejected(self) -> bool:
+        """Whether the engine refused the offer."""
+        return self.outcome == "rejected"
+
+
+@attrs.define(eq=False)
+class RequestStream:
+    """The requests released to a policy, in release order; an async iterator.
+
+    ``async for request in requests`` yields each request once and ends when the runtime
+    closes the stream (no request will ever be released again).
+    """
+
+    _items: deque[Request] = attrs.field(factory=deque, init=False)
+    _closed: bool = attrs.field(default=False, init=False)
+    _waiter: asyncio.Future[None] | None = attrs.field(default=None, init=False)
+
+    def __aiter__(self) -> RequestStream:
+        return self
+
+    async def __anext__(self) -> Request:
+        while not self._items:
+            if self._closed:
+                raise StopAsyncIteration
+            waiter = asyncio.get_running_loop().create_future()
+            self._waiter = waiter
+            try:
+                await waiter
+            finally:
+                self._waiter = None
+        return self._items.popleft()
+
+    def get_nowait(self) -> Request | None:
+        """Return the next queued request without waiting, or None if none is queued."""
+        return self._items.popleft() if self._items else None
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    @property
+    def closed(self) -> bool:
+        """Whether no request will ever be added again."""
+        return self._closed
+
+    def _put(self, request: Request) -> None:
+        if self._closed:
+            raise simclock.InternalError(f"request {request.id!r} released after stream end")
+        self._items.append(request)
+        self._wake()
+
+    def _close(self) -> None:
+        self._closed = True
+        self._wake()
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+
+RequestStatus = Literal["held", "offered", "committed", "failed", "terminal"]
+
+
+@attrs.define(eq=False)
+class _RequestState:
+    request: Request
+    status: RequestStatus = "held"
+    engine: int | None = None
+    last_rejection: Placement | None = None
+
+
+@attrs.define(eq=False)
+class Offer:
+    """One tentative placement of a request on an engine: an async context manager.
+
+    ``async with ctx.offer(request, engine) as offer:`` makes the offer on entry. If the engine
+    refused, :attr:`placement` says so (``offer.placement.rejected``, with the reason); otherwise
+    the body may ``await offer.commit()`` or ``await offer.abort(reason)``. An offer left
+    neither committed nor aborted when the block ends is aborted (reason ``"scope exit"``, or
+    ``"scope exit: <error>"`` when the block raised).
+
+    States: ``new`` → (enter) ``open`` | ``rejected``; ``open`` → ``committed`` | ``aborted`` |
+    ``failed`` (commit raised).
+    """
+
+    _runtime: PolicyRuntime
+    request: Request
+    engine: int
+    _state: Literal["new", "open", "rejected", "committed", "aborted", "failed"] = attrs.field(
+        default="new", init=False
+    )
+    _tentative: Tentative | None = attrs.field(default=None, init=False)
+    _placement: Placement | None = attrs.field(default=None, init=False)
+
+    @property
+    def state(self) -> str:
+        """The offer's state (see the class docstring)."""
+        return self._state
+
+    @property
+    def placement(self) -> Placement:
+        """The outcome so far.
+
+        Raises:
+            PlacementError: the offer is still open or was never made.
+        """
+        if self._placement is None:
+            raise PlacementError(
+                f"offer of request {self.request.id!r} to engine {self.engine} has no outcome yet"
+            )
+        return self._placement
+
+    async def commit(self) -> Placement:
+        """Confirm the tentative placement; the engine accepts the request.
+
+        Returns:
+            The committed placement.
+
+        Raises:
+            PlacementError: the offer is not open.
+            CommitError: the engine failed to commit (it rolled back; the runtime is poisoned).
+            PolicyHookError: ``on_committed`` raised (the runtime is poisoned).
+            RuntimePoisonedError: the runtime failed earlier.
+        """
+        return self._runtime._commit(self)
+
+    async def abort(self, reason: str) -> Placement:
+        """Roll the tentative placement back.
+
+        Raises:
+            PlacementError: the offer is not open.
+            RuntimePoisonedError: the engine failed to abort, or the runtime failed earlier.
+        """
+        return self._runtime._abort(self, reason)
+
+    async def __aenter__(self) -> Offer:
+        self._runtime._offer(self)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        if self._state != "open":
+            return
+        reason = "scope exit" if exc is None else f"scope exit: {type(exc).__name__}"
+        try:
+            self._runtime._abort(self, reason, check_alive=False)
+        except BaseException as cleanup:
+            if exc is None:
+                raise
+            # Keep both: the body's error goes on, naming the cleanup failure; the cleanup
+            # failure has poisoned the runtime and is reported with the run.
+            exc.add_note(
+                f"during cleanup: abort of request {self.request.id!r} on engine {self.engine} "
+                f"raised {type(cleanup).__name__}: {cleanup}"
+            )
+
+
+@attrs.define(eq=False)
+class PolicyContext:
+    """Everything a policy may use: engine views, the clock, randomness, tasks and dispatch.
+
+    One context per policy run. Built-in policies use nothing else.
+
+    Attributes:
+        name: the policy's name (used in waiter names and errors).
+        rng: the policy's own seeded random generator (a child stream of the run seed).
+    """
+
+    _runtime: PolicyRuntime
+    name: str
+    rng: np.random.Generator
+
+    @property
+    def engines(self) -> tuple[EngineView, ...]:
+        """The engines' read-only views, by engine index."""
+        return self._runtime.views
+
+    def block_keys(self, request: Request, block_size: int) -> tuple[int, ...]:
+        """Return the chained keys of ``request``'s full prompt blocks at ``block_size``.
+
+        The keys compare across engines; pass them to ``EngineView.prefix_overlap``.
+        """
+        return self._runtime.block_keys(request, block_size)
+
+    def prefix_overlap_tokens(self, request: Request, engine: int) -> int:
+        """Return how many prompt tokens of ``request`` engine ``engine`` holds cached now.
+
+        At most ``input_length - 1``, as in the engine's own lookup (REFERENCE-engine §4.3).
+        """
+        view = self._runtime.view(engine)
+        size = view.block_size
+        blocks = view.prefix_overlap(self.block_keys(request, size))
+        cap = (request.input_length - 1) // size
+        return min(blocks, cap) * size
+
+    def now_ns(self) -> int:
+        """Return the current virtual time in integer nanoseconds."""
+        return simclock.now_ns()
+
+    def now_ms(self) -> float:
+        """Return the current virtual time in milliseconds."""
+        return simclock.now_ns() / 1_000_000
+
+    async def sleep_until_ns(self, when_ns: int) -> None:
+        """Suspend until virtual instant ``when_ns`` (a policy wakeup).
+
+        Raises:
+            InvalidWakeupError: ``when_ns`` is not an int, or is earlier than now.
+            RuntimePoisonedError: the runtime failed earlier.
+        """
+        self._runtime.check_alive()
+        if isinstance(when_ns, bool) or not isinstance(when_ns, int):
+            raise InvalidWakeupError(
+                f"policy {self.name!r}: wakeup time must be an int of nanoseconds, got {when_ns!r}"
+            )
+        now = simclock.now_ns()
+        if when_ns < now:
+            raise InvalidWakeupError(
+                f"policy {self.name!r}: wakeup at {when_ns} ns is earlier than now ({now} ns)"
+            )
+        await simclock.sleep_until_ns(
+            when_ns, waiter=f"policy:{self.name}", kind=simclock.WakeupKind.POLICY_WAKEUP
+        )
+        self._runtime.check_alive()
+
+    async def sleep_ns(self, delay_ns: int) -> None:
+        """Suspend for ``delay_ns`` nanoseconds of virtual time (a policy wakeup).
+
+        Raises:
+            InvalidWakeupError: ``delay_ns`` is not an int, or is negative.
+            RuntimePoisonedError: the runtime failed earlier.
+        """
+        self._runtime.check_alive()
+        if isinstance(delay_ns, bool) or not isinstance(delay_ns, int):
+            raise InvalidWakeupError(
+                f"policy {self.name!r}: delay must be an int of nanoseconds, got {delay_ns!r}"
+            )
+        if delay_ns < 0:
+            raise InvalidWakeupError(
+                f"policy {self.name!r}: delay must be >= 0 ns, got {delay_ns} ns"
+            )
+        await self.sleep_until_ns(simclock.now_ns() + delay_ns)
+
+    async def sleep_ms(self, delay_ms: float) -> None:
+        """Suspend for ``delay_ms`` milliseconds (rounded to the nearest nanosecond).
+
+        Raises:
+            InvalidWakeupError: ``delay_ms`` is not finite, or is negative.
+            RuntimePoisonedError: the runtime failed earlier.
+        """
+        if not math.isfinite(delay_ms) or delay_ms < 0:
+            raise InvalidWakeupError(
+                f"policy {self.name!r}: delay must be finite and >= 0 ms, got {delay_ms!r}"
+            )
+        await self.sleep_ns(round(delay_ms * 1_000_000))
+
+    def spawn(self, coro: Coroutine[Any, Any, T], *, name: str | None = None) -> asyncio.Task[T]:
+        """Run ``coro`` as a background task of the policy (periodic work, held requests).
+
+        The runtime supervises it: if it raises, the runtime is poisoned and the run ends with
+        the error; when the run ends it is cancelled.
+
+        Raises:
+            RuntimePoisonedError: the runtime failed earlier (``coro`` is closed).
+        """
+        return self._runtime.spawn(coro, name=name)
+
+    def offer(self, request: Request, engine: int) -> Offer:
+        """Return the offer of ``request`` to engine ``engine``; enter it with ``async with``."""
+        return Offer(self._runtime, request, engine)
+
+    async def dispatch(self, request: Request, engine: int) -> Placement:
+        """Offer ``request`` to engine ``engine`` and commit it unless the engine refuses.
+
+        Returns:
+            The placement: ``committed``, or ``rejected`` with the engine's reason (the request
+            stays with the policy, which may try another engine or :meth:`reject` it).
+
+        Raises:
+            PlacementError: unknown engine or request, or the request is already placed.
+            CommitError: the engine failed to commit (the runtime is poisoned).
+            PolicyHookError: a hook raised (the runtime is poisoned).
+            RuntimePoisonedError: the runtime failed earlier.
+        """
+        async with self.offer(request, engine) as offer:
+            if offer.state == "open":
+                await offer.commit()
+        return offer.placement
+
+    def reject(self, request: Request, *, reason: str) -> None:
+        """End ``request`` as rejected by the policy (it will never be placed).
+
+        Raises:
+            PlacementError: the request is not held by the policy.
+            RuntimePoisonedError: the runtime failed earlier.
+        """
+        self._runtime.reject(request, reason=reason)
+
+
+@attrs.define(eq=False)
+class PolicyRuntime:
+    """Runs one policy over a set of engines and accounts for every request it receives.
+
+    Lifecycle: build it, :meth:`start` it inside the running virtual loop, :meth:`submit`
+    requests as they are released, :meth:`close` the stream when no more will come, tell it of
+    terminal requests with :meth:`request_terminal`, and :meth:`shutdown` it at the end.
+
+    Args:
+        policy: the policy object.
+        engines: the engines, in index order (``engines[i].index == i``).
+        journal: the run's journal; the engines record the handshake's events (OFFERED,
+            COMMITTED, ABORTED, REJECTED); the runtime records REJECTED when the policy gives
+            a request up (detail ``by="policy"``) and FAILED when a commit fails.
+        keyer: the run's block keyer.
+        rng: the policy's random generator.
+        on_poison: called once with the failure when the runtime is poisoned.
+    """
+
+    policy: Policy
+    engines: tuple[EngineHandle, ...]
+    journal: Journal
+    keyer: BlockKeyer
+    rng: np.random.Generator
+    on_poison: Callable[[BaseException], None] | None = None
+    name: str = attrs.field(init=False)
+    views: tuple[EngineView, ...] = attrs.field(init=False)
+    stream: RequestStream = attrs.field(factory=RequestStream, init=False)
+    context: PolicyContext = attrs.field(init=False)
+    failure: BaseException | None = attrs.field(default=None, init=False)
+    offers: int = attrs.field(default=0, init=False)
+    commits: int = attrs.field(default=0, init=False)
+    aborts: int = attrs.field(default=0, init=False)
+    rejections: int = attrs.field(default=0, init=False)
+    _requests: dict[str, _RequestState] = attrs.field(factory=dict, init=False)
+    _open: dict[str, Offer] = attrs.field(factory=dict, init=False)
+    _tasks: list[asyncio.Task[Any]] = attrs.field(factory=list, init=False)
+    _main: asyncio.Task[None] | None = attrs.field(default=None, init=False)
+    _keys: dict[tuple[str, int], tuple[int, ...]] = attrs.field(factory=dict, init=False)
+    _unsettled: int = attrs.field(default=0, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        for position, engine in enumerate(self.engines):
+            if engine.index != position:
+                raise PlacementError(
+                    f"engine at position {position} has index {engine.index}; "
+                    "engines must be given in index order"
+                )
+        self.name = policy_name(self.policy)
+        self.views = tuple(engine.view for engine in self.engines)
+        self.context = PolicyContext(self, self.name, self.rng)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Start the policy's ``run`` coroutine and subscribe its KV hook (inside the loop)."""
+        hook = _hook(self.policy, "on_kv_event")
+        if hook is not None:
+            for engine in self.engines:
+                engine.subscribe_kv(self._kv_event)
+        self._main = self.spawn(self.policy.run(self.stream, self.context), name="run")
+
+    def submit(self, request: Request) -> None:
+        """Hand a released request to the policy.
+
+        Raises:
+            PlacementError: a request with the same id was submitted before.
+        """
+        if request.id in self._requests:
+            raise PlacementError(f"request {request.id!r} was submitted twice")
+        self._requests[request.id] = _RequestState(request)
+        self._unsettled += 1
+        self.stream._put(request)
+
+    def close(self) -> None:
+        """Tell the policy that no more requests will be released (its stream ends)."""
+        self.stream._close()
+
+    @property
+    def policy_finished(self) -> bool:
+        """Whether the policy's ``run`` coroutine and all its spawned tasks have finished."""
+        return all(task.done() for task in self._tasks)
+
+    @property
+    def unsettled(self) -> int:
+        """Requests received that are neither terminal nor committed to an engine."""
+        return self._unsettled
+
+    def status(self, request_id: str) -> RequestStatus | None:
+        """Return the runtime's status of a request (None if never submitted).
+
+        ``held``: with the policy; ``offered``: an offer is open; ``committed``: an engine has
+        it; ``failed``: its commit failed; ``terminal``: it ended.
+        """
+        state = self._requests.get(request_id)
+        return None if state is None else state.status
+
+    def held_request_ids(self) -> list[str]:
+        """Ids of the requests the policy holds (received, not placed, not ended), in order."""
+        return [rid for rid, state in self._requests.items() if state.status in ("held", "offered")]
+
+    def request_terminal(self, trace: RequestTrace) -> None:
+        """Note that a request reached a terminal state; calls the policy's ``on_finished``."""
+        state = self._requests.get(trace.request_id)
+        if state is None or state.status in ("terminal", "failed"):
+            return
+        if state.status in ("held", "offered"):
+            self._settle()
+        state.status = "terminal"
+        hook = _hook(self.policy, "on_finished")
+        if hook is not None:
+            self._call_hook("on_finished", hook, trace)
+
+    async def shutdown(self) -> None:
+        """Cancel the policy's tasks and abort every offer still open. Never raises."""
+        for task in self._tasks:
+            if not task.done():
+                task.cancel()
+        for task in list(self._tasks):
+            if not task.done():
+                # Its failure, if any, was recorded by the done callback.
+                with contextlib.suppress(BaseException):
+                    await task
+        for offer in list(self._open.values()):
+            # A failing abort poisons the runtime; the failure is reported with the run.
+            with contextlib.suppress(BaseException):
+                self._abort(offer, "runtime shutdown", check_alive=False)
+
+    # -- context services ---------------------------------------------------------------------
+
+    def check_alive(self) -> None:
+        """Raise :class:`RuntimePoisonedError` if the runtime was poisoned."""
+        if self.failure is not None:
+            raise RuntimePoisonedError(
+                f"policy runtime {self.name!r} is poisoned by an earlier failure: "
+                f"{type(self.failure).__name__}: {self.failure}"
+            ) from self.failure
+
+    def view(self, engine: int) -> EngineView:
+        """Return the view of engine ``engine``.
+
+        Raises:
+            PlacementError: no such engine.
+        """
+        if (
+            isinstance(engine, bool)
+            or not isinstance(engine, int)
+            or not (0 <= engine < len(self.views))
+        ):
+            raise PlacementError(f"unknown engine {engine!r}; engines are 0..{len(self.views) - 1}")
+        return self.views[engine]
+
+    def block_keys(self, request: Request, block_size: int) -> tuple[int, ...]:
+        """Return (and cache) the chained block keys of ``request`` at ``block_size``."""
+        key = (request.id, block_size)
+        keys = self._keys.get(key)
+        if keys is None:
+            keys = self.keyer.block_keys(request, block_size)
+            self._keys[key] = keys
+        return keys
+
+    def spawn(self, coro: Coroutine[Any, Any, T], *, name: str | None = None) -> asyncio.Task[T]:
+        """Start a supervised background task (see :meth:`PolicyContext.spawn`)."""
+        if self.failure is not None:
+            coro.close()
+            self.check_alive()
+        label = f"policy:{self.name}:{name or f'task{len(self._tasks)}'}"
+        task = asyncio.get_running_loop().create_task(coro, name=label)
+        self._tasks.append(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def reject(self, request: Request, *, reason: str) -> None:
+        """End a held request as rejected by the policy (see :meth:`PolicyContext.reject`)."""
+        self.check_alive()
+        state = self._state(request)
+        if state.status != "held":
+            raise PlacementError(f"request {request.id!r} cannot be rejected: it is {state.status}")
+        state.status = "terminal"
+        self._settle()
+        last = state.last_rejection
+        self._record(
+            EventKind.REJECTED,
+            request.id,
+            None if last is None else last.engine,
+            (("reason", reason), ("by", "policy")),
+        )
+
+    # -- the handshake, policy side -----------------------------------------------------------
+
+    def _offer(self, offer: Offer) -> None:
+        self.check_alive()
+        request = offer.request
+        engine = self.engines[self.view(offer.engine).index]
+        state = self._state(request)
+        if state.status != "held":
+            raise PlacementError(
+                f"request {request.id!r} cannot be offered to engine {offer.engine}: "
+                f"it is {state.status}"
+                + (f" on engine {state.engine}" if state.engine is not None else "")
+            )
+        if offer._state != "new":
+            raise PlacementError(f"offer of request {request.id!r} was already made")
+        self.offers += 1
+        result = engine.offer(state.request)
+        if isinstance(result, Rejection):
+            self.rejections += 1
+            offer._state = "rejected"
+            offer._placement = Placement(
+                request.id, offer.engine, "rejected", result.reason, simclock.now_ns()
+            )
+            state.last_rejection = offer._placement
+            return
+        offer._state = "open"
+        offer._tentative = result
+        state.status = "offered"
+        state.engine = offer.engine
+        self._open[request.id] = offer
+
+    def _commit(self, offer: Offer) -> Placement:
+        self.check_alive()
+        if offer._state != "open" or offer._tentative is None:
+            raise PlacementError(
+                f"offer of request {offer.request.id!r} to engine {offer.engine} cannot be "
+                f"committed: it is {offer._state}"
+            )
+        request = offer.request
+        state = self._state(request)
+        engine = self.engines[offer.engine]
+        del self._open[request.id]
+        try:
+            engine.commit(offer._tentative)
+        except Exception as original:
+            offer._state = "failed"
+            state.status = "failed"
+            self._settle()
+            reason = f"commit failed: {type(original).__name__}: {original}"
+            placement = Placement(request.id, offer.engine, "aborted", reason, simclock.now_ns())
+            offer._placement = placement
+            cleanup: list[BaseException] = []
+            try:
+                self._record(EventKind.FAILED, request.id, offer.engine, (("reason", reason),))
+            except Exception as error:
+                cleanup.append(error)
+            hook = _hook(self.policy, "on_aborted")
+            if hook is not None:
+                try:
+                    hook(placement)
+                except Exception as error:
+                    cleanup.append(error)
+            failure = CommitError(
+                f"commit of request {request.id!r} on engine {offer.engine} failed: "
+                f"{type(original).__name__}: {original}",
+                request_id=request.id,
+                engine=offer.engine,
+                cleanup_errors=tuple(cleanup),
+            )
+            failure.__cause__ = original
+            self._poison(failure)
+            raise failure from original
+        self.commits += 1
+        offer._state = "committed"
+        state.status = "committed"
+        self._settle()
+        placement = Placement(request.id, offer.engine, "committed", None, simclock.now_ns())
+        offer._placement = placement
+        hook = _hook(self.policy, "on_committed")
+        if hook is not None:
+            self._call_hook("on_committed", hook, placement)
+            self.check_alive()
+        return placement
+
+    def _abort(self, offer: Offer, reason: str, *, check_alive: bool = True) -> Placement:
+        if check_alive:
+            self.check_alive()
+        if offer._state != "open" or offer._tentative is None:
+            raise PlacementError(
+                f"offer of request {offer.request.id!r} to engine {offer.engine} cannot be "
+                f"aborted: it is {offer._state}"
+            )
+        request = offer.request
+        state = self._state(request)
+        engine = self.engines[offer.engine]
+        del self._open[request.id]
+        offer._state = "aborted"
+        state.status = "held"
+        state.engine = None
+        placement = Placement(request.id, offer.engine, "aborted", reason, simclock.now_ns())
+        offer._placement = placement
+        try:
+            engine.abort(offer._tentative, reason)
+        except Exception as error:
+            failure = PlacementError(
+                f"abort of request {request.id!r} on engine {offer.engine} failed: "
+                f"{type(error).__name__}: {error}"
+            )
+            failure.__cause__ = error
+            self._poison(failure)
+            raise failure from error
+        self.aborts += 1
+        hook = _hook(self.policy, "on_aborted")
+        if hook is not None:
+            self._call_hook("on_aborted", hook, placement)
+            if check_alive:
+                self.check_alive()
+        return placement
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _state(self, request: Request) -> _RequestState:
+        state = self._requests.get(request.id)
+        if state is None:
+            raise PlacementError(f"request {request.id!r} was never released to this policy")
+        return state
+
+    def _settle(self) -> None:
+        self._unsettled -= 1
+
+    def _record(
+        self,
+        kind: EventKind,
+        request_id: str,
+        engine: int | None,
+        detail: tuple[tuple[str, object], ...],
+    ) -> None:
+        self.journal.record(LifecycleEvent(simclock.now_ns(), kind, request_id, engine, detail))
+
+    def _kv_event(self, event: KVEvent) -> None:
+        hook = _hook(self.policy, "on_kv_event")
+        if hook is not None and self.failure is None:
+            self._call_hook("on_kv_event", hook, event)
+
+    def _call_hook(self, hook_name: str, hook: Callable[[Any], object], arg: object) -> None:
+        try:
+            hook(arg)
+        except Exception as error:
+            failure = PolicyHookError(
+                f"policy {self.name!r}: hook {hook_name} raised {type(error).__name__}: {error}",
+                hook=hook_name,
+            )
+            failure.__cause__ = error
+            self._poison(failure)
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        if task.cancelled():
+            return
+        error = task.exception()
+        if error is None or isinstance(error, RuntimePoisonedError):
+            return
+        self._poison(error)
+
+    def _poison(self, failure: BaseException) -> None:
+        if self.failure is not None:
+            if failure is not self.failure:
+                self.failure.add_note(f"later failure: {type(failure).__name__}: {failure}")
+            return
+        self.failure = failure
+        if self.on_poison is not None:
+            self.on_poison(failure)
+
+
+def _hook(policy: object, name: str) -> Callable[[Any], object] | None:
+    hook = getattr(policy, name, None)
+    if hook is None or getattr(hook, "__policy_noop__", False):
+        return None
+    if not callable(hook):
+        return None
+    return hook  # type: ignore[no-any-return]

@@ -1,0 +1,40 @@
+"""Errors raised by replay.
+
+Every error derives from :class:`simclock.SimulationError`; errors about bad input also derive
+from :class:`ValueError`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from simclock import SimulationError
+
+__all__ = ("ReplayError", "ReplayFailedError", "WorkloadValidationError")
+
+
+class ReplayError(SimulationError):
+    """Root of the errors raised by replay."""
+
+
+class WorkloadValidationError(ReplayError, ValueError):
+    """A workload cannot be replayed: duplicate ids, unknown dependencies, bad lengths.
+
+    The text is ``request '<id>': <field>: <problem>``.
+    """
+
+
+class ReplayFailedError(ReplayError):
+    """A replay ended early because a step failed (a commit, an abort, a policy hook, a
+    policy coroutine).
+
+    The failure is ``__cause__``. The run still produced its report: :attr:`result` holds it,
+    with every request in exactly one terminal state (the failed one ``failed``).
+
+    Attributes:
+        result: the report of the run up to the failure (a ``ReplayResult``).
+    """
+
+    def __init__(self, message: str, *, result: Any) -> None:
+        super().__init__(message)
+        self.result = result
