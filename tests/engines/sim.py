@@ -58,7 +58,9 @@ def arrive(c: EngineCore, request: Request, now_ns: int) -> bool:
     refused = c.rejection(request)
     if refused is not None:
         c.journal.record(
-            LifecycleEvent(now_ns, EventKind.REJECTED, request.id, c.index, (("reason", refused[0]),))
+            LifecycleEvent(
+                now_ns, EventKind.REJECTED, request.id, c.index, (("reason", refused[0]),)
+            )
         )
         return False
     s = c.new_seq(request)

@@ -1,0 +1,67 @@
+"""Chained block keys from trace content ids (REFERENCE-engine §4.2)."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engines import BlockKeyer
+from engines._keys import block_content
+
+from .sim import req
+
+
+def test_block_content_repeats_one_id_when_engine_block_divides_trace_block() -> None:
+    ids = [7, 9]
+    contents = [block_content(ids, 512, 1000, "r", k, 64) for k in range(15)]
+    assert contents == [7] * 8 + [9] * 7
+
+
+def test_block_content_is_run_length_when_engine_block_straddles_trace_blocks() -> None:
+    assert block_content([7, 9, 4], 100, 300, "r", 1, 64) == ((7, 36), (9, 28))
+    assert block_content([7, 7, 4], 100, 300, "r", 1, 64) == 7  # equal ids merge
+
+
+def test_output_positions_get_content_unique_to_request_and_index() -> None:
+    assert block_content([7], 512, 100, "r", 1, 64) == ((7, 36), ("r", 0, 28))
+    assert block_content([7], 512, 100, "r", 2, 64) == (("r", 28, 64),)
+    assert block_content([7], 512, 100, "s", 2, 64) != block_content([7], 512, 100, "r", 2, 64)
+
+
+def test_block_keys_cover_full_prompt_blocks_only_and_chain() -> None:
+    keyer = BlockKeyer()
+    a = keyer.block_keys(req("a", 1000, 1, hash_ids=[1, 2]), 64)
+    b = keyer.block_keys(req("b", 1000, 1, hash_ids=[1, 3]), 64)
+    assert len(a) == 15
+    assert a[:8] == b[:8]  # same content id 1 for positions 0..511
+    assert all(x != y for x, y in zip(a[8:], b[8:], strict=True))
+    assert len(set(a)) == 15  # block 1 and block 0 hold the same id but differ by prefix
+
+
+def test_keys_are_handed_out_in_first_seen_order() -> None:
+    keyer = BlockKeyer()
+    assert keyer.block_keys(req("a", 128, 1, hash_ids=[5], trace_block=128), 64) == (1, 2)
+    assert keyer.block_keys(req("b", 192, 1, hash_ids=[5, 6], trace_block=128), 64) == (1, 2, 3)
+    assert len(keyer) == 3
+    assert keyer.peek(2, 6) == 3
+    assert keyer.peek(2, 99) is None
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    trace_block=st.integers(1, 300),
+    engine_block=st.integers(1, 300),
+    ids=st.lists(st.integers(0, 3), min_size=1, max_size=8),
+    data=st.data(),
+)
+def test_equal_token_content_gives_equal_keys_at_any_block_sizes(
+    trace_block: int, engine_block: int, ids: list[int], data: st.DataObject
+) -> None:
+    prompt = data.draw(st.integers((len(ids) - 1) * trace_block + 1, len(ids) * trace_block))
+    tokens = [ids[p // trace_block] for p in range(prompt)]
+    # the same token content written with trace block 1
+    keyer = BlockKeyer()
+    a = keyer.block_keys(req("a", prompt, 1, hash_ids=ids, trace_block=trace_block), engine_block)
+    b = keyer.block_keys(req("b", prompt, 1, hash_ids=tokens, trace_block=1), engine_block)
+    assert a == b
+    assert len(a) == prompt // engine_block

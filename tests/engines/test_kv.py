@@ -1,0 +1,198 @@
+"""The KV block manager: free queue, reference counts, caching, eviction (REFERENCE-engine §4)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engines import KVCache
+from simclock import InternalError
+
+
+def test_initial_free_queue_is_index_order() -> None:
+    kv = KVCache(5, 4)
+    assert kv.free_blocks() == [0, 1, 2, 3, 4]
+    assert kv.free_count == 5
+
+
+def test_allocate_takes_from_head_and_release_appends_tail_last_block_first() -> None:
+    kv = KVCache(6, 4)
+    a: list[int] = []
+    assert kv.allocate(a, [], 3)
+    assert a == [0, 1, 2]
+    assert kv.free_blocks() == [3, 4, 5]
+    kv.release(a)
+    # within one release, the sequence's tail block goes to the queue first
+    assert kv.free_blocks() == [3, 4, 5, 2, 1, 0]
+
+
+def test_failed_allocation_has_no_side_effects() -> None:
+    kv = KVCache(4, 4)
+    a: list[int] = []
+    assert kv.allocate(a, [], 2)
+    kv.register(a[0], 11)
+    kv.release(a)
+    before = (kv.free_blocks(), list(kv.ref), list(kv.key), dict(kv.cache), list(kv.transitions))
+    b: list[int] = []
+    assert not kv.allocate(b, [], 5)
+    assert not kv.allocate(b, [a[0]], 4)  # 4 fresh + 1 evictable hit > 4 free
+    assert b == []
+    after = (kv.free_blocks(), list(kv.ref), list(kv.key), dict(kv.cache), list(kv.transitions))
+    assert after == before
+
+
+def test_watermark_reserve_gates_allocation() -> None:
+    kv = KVCache(10, 4)
+    a: list[int] = []
+    assert not kv.allocate(a, [], 9, reserve=2)
+    assert kv.allocate(a, [], 8, reserve=2)
+    assert kv.free_count == 2
+
+
+def test_taking_a_cached_free_block_evicts_its_key() -> None:
+    kv = KVCache(2, 4)
+    a: list[int] = []
+    kv.allocate(a, [], 1)
+    kv.register(a[0], 7)
+    kv.release(a)
+    assert kv.lookup([7]) == [0]
+    b: list[int] = []
+    kv.allocate(b, [], 2)  # head is block 1 (never used), then block 0 (cached)
+    assert b == [1, 0]
+    assert kv.lookup([7]) == []
+    assert kv.transitions == [(True, 7), (False, 7)]
+    assert kv.key[0] == 0
+
+
+def test_eviction_is_lru_by_release_time() -> None:
+    kv = KVCache(4, 4)
+    a: list[int] = []
+    b: list[int] = []
+    kv.allocate(a, [], 2)
+    kv.allocate(b, [], 2)
+    for block, key in zip(a + b, (1, 2, 3, 4), strict=True):
+        kv.register(block, key)
+    kv.release(b)  # released first -> evicted first, tail block (key 4) before key 3
+    kv.release(a)
+    c: list[int] = []
+    kv.allocate(c, [], 1)
+    assert kv.key[c[0]] == 0 and c == [3]
+    assert kv.lookup([1, 2]) == [0, 1]
+    assert kv.lookup([3]) == [2]
+    assert kv.lookup([4]) == []
+
+
+def test_hit_on_a_free_cached_block_removes_it_from_the_middle_of_the_queue() -> None:
+    kv = KVCache(4, 4)
+    a: list[int] = []
+    kv.allocate(a, [], 3)
+    kv.register(a[1], 9)
+    kv.release(a)
+    assert kv.free_blocks() == [3, 2, 1, 0]
+    b: list[int] = []
+    assert kv.allocate(b, kv.lookup([9]), 1)
+    assert b == [1, 3]
+    assert kv.free_blocks() == [2, 0]
+    assert kv.ref[1] == 1
+    kv.check()
+
+
+def test_hit_on_a_referenced_block_shares_it() -> None:
+    kv = KVCache(4, 4)
+    a: list[int] = []
+    kv.allocate(a, [], 1)
+    kv.register(a[0], 5)
+    b: list[int] = []
+    assert kv.allocate(b, kv.lookup([5]), 0)
+    assert b == a and kv.ref[a[0]] == 2
+    kv.release(a)
+    assert kv.ref[a[0]] == 1 and kv.free_count == 3
+    kv.release(b)
+    assert kv.free_count == 4
+    kv.check()
+
+
+def test_twin_copies_stay_hittable_while_any_copy_is_cached() -> None:
+    kv = KVCache(3, 4)
+    a: list[int] = []
+    b: list[int] = []
+    kv.allocate(a, [], 1)
+    kv.allocate(b, [], 1)
+    kv.register(a[0], 8)
+    kv.register(b[0], 8)  # computed independently: a twin
+    assert kv.cache[8] == [0, 1]
+    assert kv.lookup([8]) == [0]  # earliest-registered copy
+    assert kv.transitions == [(True, 8)]
+    kv.release(a)
+    c: list[int] = []
+    kv.allocate(c, [], 2)  # takes block 2, then evicts block 0 (copy 1)
+    assert kv.lookup([8]) == [1]
+    assert kv.transitions == [(True, 8)]
+    kv.check()
+
+
+def test_lookup_stops_at_first_missing_key() -> None:
+    kv = KVCache(4, 4)
+    a: list[int] = []
+    kv.allocate(a, [], 3)
+    kv.register(a[0], 1)
+    kv.register(a[2], 3)
+    assert kv.lookup([1, 2, 3]) == [a[0]]
+
+
+def test_release_below_zero_raises_internal_error() -> None:
+    kv = KVCache(2, 4)
+    with pytest.raises(InternalError, match=r"^block 1 released with reference count 0$"):
+        kv.release([1])
+
+
+# -- properties ---------------------------------------------------------------------------
+
+ops = st.lists(
+    st.tuples(
+        st.sampled_from(["alloc", "grow", "free", "share"]),
+        st.integers(0, 5),  # owner
+        st.integers(0, 6),  # amount / key choice
+    ),
+    max_size=80,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(num_blocks=st.integers(1, 12), script=ops)
+def test_random_operations_keep_every_invariant(
+    num_blocks: int, script: list[tuple[str, int, int]]
+) -> None:
+    kv = KVCache(num_blocks, 4)
+    owners: dict[int, list[int]] = {}
+    next_key = 1
+    for op, owner, amount in script:
+        blocks = owners.setdefault(owner, [])
+        if op in ("alloc", "grow"):
+            before = kv.free_count
+            ok = kv.allocate(blocks, [], amount)
+            assert ok == (amount <= before)
+            if ok and op == "grow":
+                for b in blocks:
+                    if kv.key[b] == 0:
+                        kv.register(b, next_key)
+                        next_key += 1
+        elif op == "share":
+            keys = sorted(kv.cache)[: amount + 1]
+            hits = kv.lookup(keys)
+            assert len(hits) <= len(keys)
+            if kv.can_allocate(hits, 0):
+                assert kv.allocate(blocks, hits, 0)
+        else:
+            kv.release(blocks)
+            owners[owner] = []
+        kv.check()
+        assert all(r >= 0 for r in kv.ref)
+        referenced = sum(len(v) for v in owners.values())
+        assert sum(kv.ref) == referenced
+    for blocks in owners.values():
+        kv.release(blocks)
+    kv.check()
+    assert kv.free_count == num_blocks
+    assert all(r == 0 for r in kv.ref)
