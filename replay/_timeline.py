@@ -122,9 +122,17 @@ class _PassAcc:
     """Everything seen so far of the pass of one engine that ends at one instant."""
 
     chunk_start_ns: int | None = None
-    request_ids: list[str] = attrs.Factory(list)
     prefill: dict[str, int] = attrs.Factory(dict)
     sampled: list[str] = attrs.Factory(list)
+
+    def batch(self, admitted: Sequence[str]) -> list[str]:
+        """The pass's requests: continuing ones (sampling first), then those it admitted."""
+        fresh = [r for r in admitted if r in self.prefill or r in self.sampled]
+        skip = set(fresh)
+        out = [r for r in self.sampled if r not in skip]
+        skip.update(out)
+        out += [r for r in self.prefill if r not in skip]
+        return out + fresh
 
 
 @attrs.frozen
@@ -210,6 +218,7 @@ class TimelineRecorder:
     _last_pass: dict[str, tuple[int, int]] = attrs.field(factory=dict, init=False)
     _passes: dict[int, dict[int, _PassAcc]] = attrs.field(factory=dict, init=False)
     _admissions: dict[int, list[int]] = attrs.field(factory=dict, init=False)
+    _admitted: dict[tuple[int, int], list[str]] = attrs.field(factory=dict, init=False)
     _counters: dict[int, list[tuple[int, int, int, int | None]]] = attrs.field(
         factory=dict, init=False
     )
@@ -263,17 +272,11 @@ class TimelineRecorder:
             end_ns = end if isinstance(end, int) else t
             acc = self._pass(engine, end_ns)
             acc.chunk_start_ns = t if acc.chunk_start_ns is None else min(acc.chunk_start_ns, t)
-            if rid not in acc.prefill:
-                acc.prefill[rid] = 0
-                if rid not in acc.request_ids:
-                    acc.request_ids.append(rid)
-            acc.prefill[rid] += tokens if isinstance(tokens, int) else 0
+            acc.prefill[rid] = acc.prefill.get(rid, 0) + (tokens if isinstance(tokens, int) else 0)
             self._last_pass[rid] = (engine, t)
         elif kind in (EventKind.FIRST_TOKEN, EventKind.TOKEN) and engine is not None:
             acc = self._pass(engine, t)
             acc.sampled.append(rid)
-            if rid not in acc.request_ids:
-                acc.request_ids.append(rid)
             current = self._open.get(rid)
             if current is not None and current.name == "prefill":
                 self._switch(rid, t, "decode", engine + 1)
@@ -314,6 +317,7 @@ class TimelineRecorder:
             args += (("readmission", True),)
         self._switch(rid, t, "decode" if decode_activation else "prefill", engine + 1, args)
         self._admissions.setdefault(engine, []).append(t)
+        self._admitted.setdefault((engine, t), []).append(rid)
         commit_ns = self._pending_commit.pop((rid, engine), None)
         if commit_ns is not None:
             self._flows.append(_Flow(rid, "dispatch", ROUTER_PID, commit_ns, engine + 1, t))
@@ -379,7 +383,8 @@ class TimelineRecorder:
 
         passes = self._pass_list()
         for engine, start, end, acc in passes:
-            shown = f.request_ids is None or any(r in f.request_ids for r in acc.request_ids)
+            batch = acc.batch(self._admitted.get((engine, start), ()))
+            shown = f.request_ids is None or any(r in f.request_ids for r in batch)
             if not shown or not f.overlaps(start, end):
                 continue
             prefill_tokens = sum(acc.prefill.values())
@@ -395,10 +400,10 @@ class TimelineRecorder:
                     "pid": engine + 1,
                     "tid": _PASSES_TID,
                     "args": {
-                        "batch_size": len(acc.request_ids),
+                        "batch_size": len(batch),
                         "prefill_tokens": prefill_tokens,
                         "decode_tokens": decode_tokens,
-                        "request_ids": list(acc.request_ids),
+                        "request_ids": batch,
                     },
                 },
             )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -9,7 +11,17 @@ from typing import Any
 import attrs
 import pytest
 
-from engines import EventKind, LifecycleEvent
+import simclock
+from engines import (
+    BlockKeyer,
+    Engine,
+    EngineConfig,
+    EventKind,
+    FixedTiming,
+    Journal,
+    LifecycleEvent,
+)
+from loadgen import ArrivalRule, Request
 from replay._timeline import Timeline, TimelineFilter, TimelineRecorder, timeline_from_events
 
 from .timeline_checks import check_timeline
@@ -95,7 +107,7 @@ def test_each_pass_is_one_slice_with_its_batch_in_args() -> None:
         (
             50_000,
             60_000,
-            {"batch_size": 2, "prefill_tokens": 600, "decode_tokens": 1, "request_ids": ["b", "a"]},
+            {"batch_size": 2, "prefill_tokens": 600, "decode_tokens": 1, "request_ids": ["a", "b"]},
         ),
         (
             110_000,
@@ -256,3 +268,60 @@ def test_output_is_one_json_object_with_one_event_per_line() -> None:
     assert lines[-1] == "]}"
     assert len(lines) == len(json.loads(data)["traceEvents"]) + 2
     assert isinstance(Timeline(()).to_bytes(), bytes)
+
+
+def preemption_run(recorder: TimelineRecorder | None = None) -> tuple[list[LifecycleEvent], int]:
+    """REFERENCE-engine §9(e) on a real engine: B is preempted at 500 ms, readmitted at 2090."""
+    journal = Journal()
+    engine = Engine(
+        0,
+        EngineConfig(num_blocks=20),
+        FixedTiming(prefill_ms=50.0, decode_ms=10.0),
+        keyer=BlockKeyer(),
+        journal=journal,
+    )
+    if recorder is not None:
+        recorder.views = (engine.view,)
+        journal.subscribe(recorder.on_event)
+
+    def request(rid: str, ids: list[int], at_ms: float) -> Request:
+        return Request(rid, 600, 200, 64, ids, ArrivalRule(not_before_ms=at_ms))
+
+    async def main() -> None:
+        task = asyncio.get_running_loop().create_task(engine.run())
+        engine.submit(request("A", list(range(1, 11)), 0))
+        await simclock.sleep_ns(MS, waiter="test")
+        engine.submit(request("B", list(range(11, 21)), 1))
+        engine.close()
+        await task
+
+    simclock.run(main())
+    return journal.events, engine.passes
+
+
+def test_a_real_engine_run_gives_a_well_formed_timeline_with_the_preemption() -> None:
+    recorder = TimelineRecorder()
+    preemption_run(recorder)
+    doc = check_timeline(recorder.timeline().to_bytes())
+    assert [(e["ts"], e["args"]["request_id"]) for e in of(doc, "i", "preempted")] == [
+        (500_000, "B")
+    ]
+    passes = of(doc, "X", "pass")
+    assert passes[0]["ts"] == 0 and passes[0]["dur"] == 50_000
+    assert passes[1]["args"]["request_ids"] == ["A", "B"]
+    readmit = [e["ts"] for e in of(doc, "b", "prefill") if e["args"].get("readmission")]
+    assert readmit == [2_090_000]
+    kv = [e["args"]["used"] for e in of(doc, "C", "kv_blocks")]
+    assert max(kv) == 20
+
+
+def test_rebuilt_passes_match_the_engines_passes() -> None:
+    events, pass_count = preemption_run()
+    doc = check_timeline(timeline_from_events(events).to_bytes())
+    passes = of(doc, "X", "pass")
+    assert len(passes) == pass_count
+    for before, after in itertools.pairwise(passes):
+        assert before["ts"] + before["dur"] <= after["ts"]
+    a_passes = [p for p in passes if "A" in p["args"]["request_ids"]]
+    assert len(a_passes) == 200
+    assert [p["ts"] for p in passes if p["args"]["batch_size"] == 2][:2] == [50_000, 110_000]
