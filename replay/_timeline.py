@@ -403,7 +403,7 @@ class TimelineRecorder:
                         "batch_size": len(batch),
                         "prefill_tokens": prefill_tokens,
                         "decode_tokens": decode_tokens,
-                        "request_ids": batch,
+                        "request_ids": list[JsonValue](batch),
                     },
                 },
             )
