@@ -180,14 +180,14 @@ class PolynomialTiming:
     decode_b0: float = attrs.field(default=5.74, validator=_finite)
     decode_floor_ms: float = attrs.field(default=1.0, validator=_finite_non_negative)
 
-    def prefill_ms(self, prompt_tokens: int) -> float:
+    def prefill_time_ms(self, prompt_tokens: int) -> float:
         """``T_prefill`` for ``prompt_tokens`` new prompt tokens (0 for none), clamped at 0."""
         n = float(prompt_tokens)
         if n <= 0:
             return 0.0
         return max(0.0, self.prefill_a2 * n * n + self.prefill_a1 * n + self.prefill_a0)
 
-    def decode_ms(self, kv_fraction: float) -> float:
+    def decode_time_ms(self, kv_fraction: float) -> float:
         """``T_decode`` at active-KV fraction ``kv_fraction`` (clipped to ``[0, 1]``)."""
         u = min(1.0, max(0.0, float(kv_fraction)))
         return max(
@@ -209,7 +209,7 @@ class PolynomialTiming:
             TimingConfigError: the pass has decode work and ``shape.kv_capacity_tokens <= 0``.
         """
         prefill, _ = _entry_masks(shape)
-        total = self.prefill_ms(int(shape.scheduled[prefill].sum()))
+        total = self.prefill_time_ms(int(shape.scheduled[prefill].sum()))
         decodes = _sampling_decodes(shape)
         if bool(np.any(decodes)):
             capacity = shape.kv_capacity_tokens
@@ -219,7 +219,7 @@ class PolynomialTiming:
                     f"got {capacity!r}"
                 )
             active = int((shape.prompt_length[decodes] + shape.output_before[decodes]).sum())
-            total += self.decode_ms(active / capacity)
+            total += self.decode_time_ms(active / capacity)
         return total
 
 
@@ -229,10 +229,11 @@ class LinearTiming:
 
         T = c0 + c_p·N_p + c_d·B_d + c_kv·K + c_pp·Σ_{prefill} n_r·(c_r + n_r/2)
 
-    (``T = 0`` only for an empty pass). The pass splits additively into a prefill part
-    (``c_p·N_p``, ``c_kv`` over prefill entries, the ``c_pp`` term) and a decode part
+    (``T = 0`` only when the pass has nothing to charge). The pass splits additively into a
+    prefill part (``c_p·N_p``, ``c_kv`` over prefill entries, the ``c_pp`` term) and a decode part
     (``c_d·B_d``, ``c_kv`` over decode entries); a prefill-role engine drops the decode part, a
-    decode-role engine has only decode entries. ``c0`` is charged once per non-empty pass.
+    decode-role engine has only decode entries. ``c0`` is charged once per pass that has
+    something left to charge.
     Fit the coefficients to measured pass times with :func:`fit_linear`.
 
     Attributes:
@@ -261,7 +262,8 @@ class LinearTiming:
         Returns:
             ``c0 + c_p·N_p + c_d·B_d + c_kv·K + c_pp·(prefill attention)``; ``0.0`` if empty.
         """
-        if len(shape.scheduled) == 0:
+        prefill, decode = _entry_masks(shape)
+        if not bool(np.any(prefill | decode)):
             return 0.0
         prefill_tokens, decode_count, kv_positions, prefill_attention = _linear_regressors(shape)
         return float(

@@ -13,8 +13,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from engines import PassShape, Role, TimingModel
-from engines._timing import FixedTiming
+from engines import FixedTiming, PassShape, Role, TimingModel
 
 
 def _positive(instance: object, attribute: attrs.Attribute[Any], value: float) -> None:

@@ -23,12 +23,13 @@ def test_prefill_part_is_the_quadratic_in_new_tokens() -> None:
 
 def test_prefix_hits_are_not_prompt_work() -> None:
     # B of §9c: 960 tokens reused, 40 computed.
-    assert POLY.pass_time_ms(shape((40, 960, 1000, 0, True))) == pytest.approx(POLY.prefill_ms(40))
+    expected = POLY.prefill_time_ms(40)
+    assert POLY.pass_time_ms(shape((40, 960, 1000, 0, True))) == pytest.approx(expected)
 
 
 def test_prefill_tokens_add_up_over_entries() -> None:
     two = shape((300, 0, 300, 0, True), (700, 0, 700, 0, True))
-    assert POLY.pass_time_ms(two) == pytest.approx(POLY.prefill_ms(1000))
+    assert POLY.pass_time_ms(two) == pytest.approx(POLY.prefill_time_ms(1000))
 
 
 def test_decode_part_uses_active_kv_fraction_of_capacity() -> None:
@@ -50,32 +51,32 @@ def test_decode_part_is_floored() -> None:
 
 def test_mixed_pass_is_additive() -> None:
     pass_ = shape((1, 1000, 1000, 1, True), (1000, 0, 1000, 0, True), capacity=4000)
-    expected = POLY.prefill_ms(1000) + POLY.decode_ms(1001 / 4000)
+    expected = POLY.prefill_time_ms(1000) + POLY.decode_time_ms(1001 / 4000)
     assert POLY.pass_time_ms(pass_) == pytest.approx(expected)
 
 
 def test_first_token_of_a_fresh_prompt_is_not_decode_work() -> None:
     # capacity 0 would raise if the entry counted as decode work.
     assert POLY.pass_time_ms(shape((1000, 0, 1000, 0, True))) == pytest.approx(
-        POLY.prefill_ms(1000)
+        POLY.prefill_time_ms(1000)
     )
 
 
 def test_preempted_request_finishing_recompute_charges_both_parts() -> None:
     pass_ = shape((192, 448, 600, 40, True), capacity=1280)
-    expected = POLY.prefill_ms(192) + POLY.decode_ms(640 / 1280)
+    expected = POLY.prefill_time_ms(192) + POLY.decode_time_ms(640 / 1280)
     assert POLY.pass_time_ms(pass_) == pytest.approx(expected)
 
 
 def test_prefill_role_drops_the_decode_part() -> None:
     pass_ = shape((192, 448, 600, 40, True), role="prefill", capacity=1280)
-    assert POLY.pass_time_ms(pass_) == pytest.approx(POLY.prefill_ms(192))
+    assert POLY.pass_time_ms(pass_) == pytest.approx(POLY.prefill_time_ms(192))
 
 
 def test_decode_role_drops_the_prefill_part_and_counts_every_sampling_entry() -> None:
     activated = (1, 999, 1000, 0, True)
     pass_ = shape(activated, role="decode", capacity=4000)
-    assert POLY.pass_time_ms(pass_) == pytest.approx(POLY.decode_ms(1000 / 4000))
+    assert POLY.pass_time_ms(pass_) == pytest.approx(POLY.decode_time_ms(1000 / 4000))
 
 
 def test_empty_pass_costs_nothing() -> None:
