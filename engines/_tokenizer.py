@@ -19,6 +19,8 @@ from typing import Any, TypeVar
 
 import attrs
 
+import simclock
+
 from ._timing import TimingConfigError, _finite_non_negative
 
 __all__ = ("Tokenization", "TokenizerPool", "TokenizerStage")
@@ -185,3 +187,19 @@ class TokenizerPool:
         start = max(arrival_ns, free_at)
         heapq.heappush(self._free_at_ns, (start + service, worker))
         return Tokenization(worker=worker, start_ns=start, done_ns=start + service)
+
+    async def tokenize(self, input_length: int, *, waiter: str) -> Tokenization:
+        """Queue a request arriving now and return once it is tokenized.
+
+        Args:
+            input_length: the prompt length ``P``.
+            waiter: a name for the sleeping task (shown by the loop's diagnostics).
+
+        Returns:
+            The booking; the virtual clock reads ``done_ns`` on return.
+        """
+        now = simclock.now_ns()
+        booking = self.assign(now, input_length)
+        if booking.done_ns > now:
+            await simclock.sleep_until_ns(booking.done_ns, waiter=waiter)
+        return booking

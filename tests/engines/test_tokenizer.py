@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
+import simclock
 from engines._timing import TimingConfigError
-from engines._tokenizer import Tokenization, TokenizerStage
+from engines._tokenizer import Tokenization, TokenizerPool, TokenizerStage
 
 STAGE = TokenizerStage(workers=1, base_ms=5.0, per_input_token_us=500.0)  # 5 ms + 0.5 ms/token
 MS = 1_000_000
@@ -112,3 +115,37 @@ def test_non_finite_arrival_raises() -> None:
     with pytest.raises(TimingConfigError) as info:
         STAGE.tokenized_ms([(float("nan"), 4)])
     assert str(info.value) == "arrival_ms must be a finite number, got nan"
+
+
+async def _replay(pool: TokenizerPool, requests: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Release each ``(arrival_ns, P)`` at its arrival; return (tokenized at, clock on return)."""
+    results: list[tuple[int, int]] = [(-1, -1)] * len(requests)
+
+    async def one(index: int, arrival_ns: int, input_length: int) -> None:
+        await simclock.sleep_until_ns(arrival_ns, waiter=f"arrival-{index}")
+        booking = await pool.tokenize(input_length, waiter=f"tokenize-{index}")
+        results[index] = (booking.done_ns, simclock.now_ns())
+
+    async with asyncio.TaskGroup() as group:
+        for index, (arrival_ns, input_length) in enumerate(requests):
+            group.create_task(one(index, arrival_ns, input_length))
+    return results
+
+
+def test_pool_coroutine_reproduces_the_reference_example_on_the_clock() -> None:
+    requests = [(0, 4), (0, 4), (1 * MS, 100)]
+    results = simclock.run(_replay(STAGE.pool(), requests))
+    assert results == [(7 * MS, 7 * MS), (14 * MS, 14 * MS), (69 * MS, 69 * MS)]
+
+
+def test_pool_coroutine_matches_the_pure_function_with_several_workers() -> None:
+    stage = TokenizerStage(workers=3, base_ms=0.75, per_input_token_us=3.0)
+    requests = [(t * 250_000, (t * 53) % 1200) for t in range(40)]
+    results = simclock.run(_replay(stage.pool(), requests))
+    assert [done for done, _ in results] == list(stage.tokenized_ns(requests))
+    assert all(done == clock for done, clock in results)
+
+
+def test_pool_coroutine_returns_at_once_when_the_stage_is_off() -> None:
+    results = simclock.run(_replay(TokenizerStage().pool(), [(5 * MS, 100), (5 * MS, 3)]))
+    assert results == [(5 * MS, 5 * MS), (5 * MS, 5 * MS)]
