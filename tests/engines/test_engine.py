@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import pytest
 
@@ -296,7 +296,7 @@ def test_offer_rejects_hash_ids_that_do_not_cover_the_prompt() -> None:
     ],
 )
 def test_rejection_rules_at_engine_arrival(
-    options: dict[str, object], prompt: int, output: int, reason: str, message: str
+    options: dict[str, Any], prompt: int, output: int, reason: str, message: str
 ) -> None:
     e = engine(**options)
     run_engines([e], [req("a", prompt, output, arrival_ms=3)])

@@ -1,0 +1,267 @@
+"""Prefill and decode roles (REFERENCE-engine §5.2 role overrides, §6), and example (d)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import simclock
+from engines import (
+    BlockKeyer,
+    Engine,
+    EngineConfig,
+    EventKind,
+    FixedTiming,
+    InvalidRequestError,
+    Journal,
+    LifecycleEvent,
+    Reservation,
+    Tentative,
+)
+from loadgen import Request
+
+from .sim import MS, req
+
+KV_BYTES_PER_TOKEN = 2 * 64 * 8 * 128 * 2  # §9d: 64 layers, 8 KV heads, head dim 128, bf16
+
+
+def transfer_ns(tokens: int, bandwidth_gbps: float = 50.0) -> int:
+    return round(tokens * KV_BYTES_PER_TOKEN / (bandwidth_gbps * 1e9) * 1000 * MS)
+
+
+def pair(
+    decode_ms: float = 10, num_blocks: int = 1000, keyer: BlockKeyer | None = None
+) -> tuple[Engine, Engine]:
+    keyer = keyer or BlockKeyer()
+    journal = Journal()
+    prefill = Engine(
+        0,
+        EngineConfig(num_blocks=num_blocks, role="prefill"),
+        FixedTiming(prefill_ms=50, decode_ms=10),
+        keyer=keyer,
+        journal=journal,
+    )
+    decode = Engine(
+        1,
+        EngineConfig(num_blocks=num_blocks, role="decode"),
+        FixedTiming(prefill_ms=50, decode_ms=decode_ms),
+        keyer=keyer,
+        journal=journal,
+    )
+    return prefill, decode
+
+
+def test_prefill_role_finishes_at_prompt_end_hides_the_token_and_holds_blocks() -> None:
+    prefill, _ = pair()
+    state: dict[str, object] = {}
+
+    async def main() -> None:
+        task = asyncio.get_running_loop().create_task(prefill.run())
+        prefill.submit(req("a", 1000, 10))
+        await simclock.sleep_until_ns(50 * MS, waiter="test")
+        await asyncio.sleep(0)
+        v = prefill.view
+        state["at50"] = (v.running_count, v.kv_blocks_used, prefill.held())
+        prefill.release_held("a")
+        state["released"] = (v.kv_blocks_used, v.kv_blocks_free)
+        prefill.close()
+        await task
+
+    simclock.run(main())
+    trace = prefill.journal.traces["a"]
+    assert trace.prefill_done_ns == 50 * MS
+    assert trace.token_times_ns == [] and trace.terminal_status is None
+    assert trace.prefill_worker == 0 and trace.prefill_admit_ns == 0
+    assert state["at50"] == (0, 16, ("a",))
+    assert state["released"] == (0, 1000)
+
+
+def test_prefill_role_never_charges_decode_ms() -> None:
+    prefill, _ = pair()
+    done: list[int] = []
+    prefill.journal.subscribe(
+        lambda e: done.append(e.time_ns) if e.kind is EventKind.PREFILL_DONE else None
+    )
+
+    async def main() -> None:
+        task = asyncio.get_running_loop().create_task(prefill.run())
+        prefill.submit(req("a", 100, 10))
+        await simclock.sleep_until_ns(10 * MS, waiter="test")
+        prefill.submit(req("b", 100, 10))
+        prefill.close()
+        await task
+
+    simclock.run(main())
+    assert done == [50 * MS, 100 * MS]
+
+
+def test_release_held_of_an_unknown_request_raises() -> None:
+    prefill, _ = pair()
+    with pytest.raises(InvalidRequestError, match=r"^engine 0 holds no blocks for request 'x'$"):
+        prefill.release_held("x")
+
+
+async def decode_request(
+    decode: Engine, request: Request, *, transfer: bool = True
+) -> tuple[Reservation, int]:
+    """Offer, commit, wait for the reservation, sleep the transfer, activate."""
+    tentative = decode.offer(request)
+    assert isinstance(tentative, Tentative)
+    decode.commit(tentative)
+    reservation = await decode.reserved(request.id)
+    tokens = reservation.missing_blocks * reservation.block_size
+    wait = transfer_ns(tokens) if transfer else 0
+    await simclock.sleep_until_ns(reservation.at_ns + wait, waiter="transfer")
+    decode.activate(request.id, transfer_tokens=tokens, transfer_ms=wait / MS)
+    return reservation, tokens
+
+
+@pytest.mark.parametrize(
+    ("decode_ms", "ttft_ns", "e2e_ns"),
+    [(10, 65_368_709, 155_368_709), (20, 75_368_709, 255_368_709)],
+)
+def test_d_decode_activation_and_token_times(decode_ms: float, ttft_ns: int, e2e_ns: int) -> None:
+    _, decode = pair(decode_ms=decode_ms)
+    got: dict[str, tuple[Reservation, int]] = {}
+
+    async def main() -> None:
+        task = asyncio.get_running_loop().create_task(decode.run())
+        await simclock.sleep_until_ns(50 * MS, waiter="test")  # prefill done at 50
+        got["res"] = await decode_request(decode, req("a", 1000, 10))
+        decode.close()
+        await task
+
+    simclock.run(main())
+    reservation, tokens = got["res"]
+    assert reservation.at_ns == 50 * MS and reservation.hit_blocks == 0
+    assert tokens == 1024
+    assert transfer_ns(1024) == 5_368_709  # 5.3687 ms
+    trace = decode.journal.traces["a"]
+    assert trace.destination_reserved_ns == 50 * MS
+    assert trace.transfer_done_ns == 55_368_709
+    assert trace.decode_admit_ns == 55_368_709
+    assert trace.decode_worker == 1 and trace.decode_reused_tokens == 0
+    assert trace.transfer_tokens == 1024
+    assert trace.token_times_ns[0] == ttft_ns
+    assert trace.token_times_ns[-1] == e2e_ns and len(trace.token_times_ns) == 10
+    assert trace.terminal_status == "completed"
+
+
+def test_d_full_prompt_and_tp2_transfer_sizes() -> None:
+    assert transfer_ns(1000) / MS == pytest.approx(5.2429, abs=1e-4)
+    tp2 = round(1024 * KV_BYTES_PER_TOKEN / 2 / 50e9 * 1000, 2)
+    assert tp2 == 2.68
+
+
+def test_d_later_identical_request_finds_15_blocks_resident() -> None:
+    _, decode = pair()
+    got: list[tuple[Reservation, int]] = []
+
+    async def main() -> None:
+        task = asyncio.get_running_loop().create_task(decode.run())
+        got.append(await decode_request(decode, req("a", 1000, 10, hash_ids=[1, 2])))
+        await simclock.sleep_until_ns(500 * MS, waiter="test")
+        got.append(await decode_request(decode, req("b", 1000, 10, hash_ids=[1, 2])))
+        decode.close()
+        await task
+
+    simclock.run(main())
+    reservation, tokens = got[1]
+    assert (reservation.hit_blocks, reservation.missing_blocks, tokens) == (15, 1, 64)
+    assert transfer_ns(64) == 335_544  # 0.3355 ms
+    assert decode.journal.traces["b"].decode_reused_tokens == 960
+
+
+def test_d_prefill_and_decode_engines_wired_by_the_journal() -> None:
+    keyer = BlockKeyer()
+    prefill, decode = pair(keyer=keyer)
+    tasks: list[asyncio.Task[object]] = []
+
+    async def hand_over(rid: str, request: Request) -> None:
+        await decode_request(decode, request)
+        prefill.release_held(rid)
+
+    requests = {"a": req("a", 1000, 10)}
+
+    def on_event(event: LifecycleEvent) -> None:
+        if event.kind is EventKind.PREFILL_DONE:
+            loop = asyncio.get_running_loop()
+            tasks.append(loop.create_task(hand_over(event.request_id, requests[event.request_id])))
+
+    prefill.journal.subscribe(on_event)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        runs = [loop.create_task(prefill.run()), loop.create_task(decode.run())]
+        prefill.submit(requests["a"])
+        await simclock.sleep_until_ns(60 * MS, waiter="test")
+        await asyncio.gather(*tasks)
+        prefill.close()
+        decode.close()
+        await asyncio.gather(*runs)
+
+    simclock.run(main())
+    trace = prefill.journal.traces["a"]
+    assert (trace.prefill_done_ns, trace.token_times_ns[0]) == (50 * MS, 65_368_709)
+    assert trace.token_times_ns[-1] == 155_368_709
+    assert (trace.prefill_worker, trace.decode_worker) == (0, 1)
+    assert prefill.view.kv_blocks_used == 0 and decode.view.kv_blocks_used == 0
+
+
+def test_decode_reservation_waits_in_fifo_queue_until_blocks_free() -> None:
+    _, decode = pair(num_blocks=20)
+    order: list[tuple[str, int]] = []
+
+    async def one(request: Request) -> None:
+        reservation, _ = await decode_request(decode, request, transfer=False)
+        order.append((request.id, reservation.at_ns))
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        task = loop.create_task(decode.run())
+        jobs = [loop.create_task(one(req(r, 600, 3))) for r in ("a", "b", "c")]
+        await asyncio.gather(*jobs)
+        decode.close()
+        await task
+
+    simclock.run(main())
+    # a takes 10 blocks; b 10 more (each holds ceil(602/64) = 10 at most); c waits until a ends
+    assert order[:2] == [("a", 0), ("b", 0)]
+    assert order[2] == ("c", decode.journal.traces["a"].terminal_ns)
+    assert decode.view.kv_blocks_used == 0
+
+
+def test_decode_role_charges_decode_ms_only() -> None:
+    _, decode = pair(decode_ms=7)
+
+    async def main() -> None:
+        task = asyncio.get_running_loop().create_task(decode.run())
+        await decode_request(decode, req("a", 100, 3), transfer=False)
+        decode.close()
+        await task
+
+    simclock.run(main())
+    assert decode.journal.traces["a"].token_times_ns == [7 * MS, 14 * MS, 21 * MS]
+
+
+def test_cancel_reservation_frees_the_blocks() -> None:
+    _, decode = pair(num_blocks=20)
+
+    async def main() -> None:
+        task = asyncio.get_running_loop().create_task(decode.run())
+        t = decode.offer(req("a", 600, 3))
+        assert isinstance(t, Tentative)
+        decode.commit(t)
+        await decode.reserved("a")
+        assert decode.view.kv_blocks_used == 10
+        decode.cancel_reservation("a")
+        assert decode.view.kv_blocks_used == 0
+        with pytest.raises(
+            InvalidRequestError, match=r"^request 'a' has no reservation on engine 1$"
+        ):
+            decode.activate("a")
+        decode.close()
+        await task
+
+    simclock.run(main())
