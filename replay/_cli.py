@@ -1,19 +1,115 @@
-"""The ``simclock`` command line."""
+"""The ``simclock`` command line.
+
+``simclock replay`` reads a trace (or the bundled sample), builds the aggregated topology, runs
+:func:`replay.run`, prints the report table and, with ``--output-dir``, writes the report files.
+
+Exit status: 0 success; 1 the replay ran but failed (a policy or engine step raised; the report
+of the run up to the failure is still printed and written); 2 bad input (an option, a config
+file, a missing file, a malformed trace), reported as one line on stderr with no file written;
+70 an internal error, a bug in simclock.
+"""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import importlib.resources
 import sys
-from collections.abc import Sequence
+import traceback
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import NoReturn, TextIO
 
+import simclock
+from loadgen import FORMATS, Workload, read_trace
 from simclock import __version__
 
-__all__ = ("main",)
+from ._config import (
+    DEFAULT_GPU,
+    DEFAULT_MODEL,
+    DEFAULT_POLICY,
+    DEFAULT_TIMING,
+    DEFAULT_WORKERS,
+    POLICIES,
+    TIMINGS,
+    ConfigError,
+    ReplayConfig,
+    load_config_file,
+    resolve,
+)
+from ._exceptions import ReplayFailedError
+from ._output import OutputError, format_table, write_outputs
+from ._report import ReplayResult
+from ._runner import run
+from ._topology import Aggregated
+
+__all__ = ("EXIT_FAILED", "EXIT_INTERNAL", "EXIT_OK", "EXIT_USAGE", "main")
+
+EXIT_OK = 0
+"""The replay ran and the report was printed (and written)."""
+EXIT_FAILED = 1
+"""The replay ran but a step failed; the report up to the failure was still produced."""
+EXIT_USAGE = 2
+"""Bad input: an option, a config file, a missing file or a malformed trace."""
+EXIT_INTERNAL = 70
+"""An internal error: a bug in simclock (``EX_SOFTWARE``)."""
+
+SAMPLE_TRACE = "mooncake_sample.jsonl"
+
+
+class UsageError(Exception):
+    """Bad command-line input; carries the one-line message."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """An argument parser whose errors are one line and exit with status 2."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(message)
+
+
+_REPLAY_DESCRIPTION = """\
+Replay an LLM-serving trace through simulated inference engines under a routing policy, on a
+deterministic virtual clock, and print the serving metrics (TTFT, TPOT, ITL, E2E latency,
+throughput, goodput, prefix reuse, engine utilisation).
+
+With no TRACE it replays a bundled sample: the first 200 requests of the Mooncake conversation
+trace (github.com/kvcache-ai/Mooncake, Apache-2.0) on 4 engines (an H100 serving
+llama-3.1-8b, roofline timing, round-robin placement).
+"""
+
+_REPLAY_EPILOG = f"""\
+specs:
+  --policy and --timing take NAME[:key=value,...], e.g. kv_aware:temperature=0.5 or
+  fixed:prefill_ms=50,decode_ms=10; values are numbers, true/false, or text.
+  policies: {", ".join(POLICIES)}
+  timing models: {", ".join(TIMINGS)}
+    fixed       prefill_ms (default 50), decode_ms (default 10)
+    polynomial  prefill_a2, prefill_a1, prefill_a0, decode_b2, decode_b1, decode_b0,
+                decode_floor_ms (Dynamo mocker defaults)
+    linear      c0, c_p, c_d, c_kv (required), c_pp
+    roofline    uses --gpu and --model; tensor_parallel, compute_efficiency,
+                memory_efficiency, overhead_ms, weight_bytes, kv_bytes
+    table       file=TABLE.json with prefill_tokens, prefill_ms, decode_batch,
+                decode_context, decode_ms
+
+config file (--config run.toml or run.json): a table with the same keys as the options
+  (trace, format, workers, policy, timing, gpu, model, seed, slo, output_dir), plus
+  gpu_memory_utilization and an [engine] table of engine settings (num_blocks, block_size,
+  max_num_batched_tokens, max_num_seqs, enable_chunked_prefill, enable_prefix_caching,
+  context_length, watermark_fraction). Options given on the command line win. The
+  config.json of an earlier run is a valid config file.
+
+outputs (--output-dir DIR): summary.json, requests.jsonl, config.json, written atomically;
+  the same inputs and seed give byte-identical files.
+
+exit status: 0 ok; 1 the replay failed (report still produced); 2 bad input; 70 internal error.
+"""
 
 
 def build_parser() -> argparse.ArgumentParser:
     """Return the top-level argument parser with every subcommand registered."""
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="simclock",
         description=(
             "Replay LLM-serving workloads through simulated inference engines and async "
@@ -21,15 +117,243 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     parser.add_argument("--version", action="version", version=f"simclock {__version__}")
-    parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    replay = commands.add_parser(
+        "replay",
+        help="replay a trace (default: a bundled Mooncake sample) and print the metrics",
+        description=_REPLAY_DESCRIPTION,
+        epilog=_REPLAY_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    replay.add_argument(
+        "trace",
+        nargs="?",
+        metavar="TRACE",
+        help="the trace file (default: the bundled Mooncake sample)",
+    )
+    replay.add_argument(
+        "--format",
+        choices=("auto", *FORMATS),
+        help="the trace format (default: auto, detected from the file)",
+    )
+    replay.add_argument(
+        "--config",
+        metavar="FILE",
+        help="a .toml or .json configuration file; options given here override it",
+    )
+    replay.add_argument(
+        "--workers",
+        type=_positive_int,
+        metavar="N",
+        help=f"number of aggregated engines (default: {DEFAULT_WORKERS})",
+    )
+    replay.add_argument(
+        "--policy",
+        metavar="SPEC",
+        help=f"placement policy NAME[:key=value,...] (default: {DEFAULT_POLICY})",
+    )
+    replay.add_argument(
+        "--timing",
+        metavar="SPEC",
+        help=f"pass-timing model NAME[:key=value,...] (default: {DEFAULT_TIMING})",
+    )
+    replay.add_argument(
+        "--gpu",
+        metavar="NAME",
+        help=f"catalog GPU for roofline timing and KV capacity (default: {DEFAULT_GPU})",
+    )
+    replay.add_argument(
+        "--model",
+        metavar="NAME",
+        help=f"catalog model for roofline timing and KV capacity (default: {DEFAULT_MODEL})",
+    )
+    replay.add_argument(
+        "--seed",
+        type=_non_negative_int,
+        metavar="N",
+        help="run seed for every random choice (default: 0)",
+    )
+    replay.add_argument(
+        "--slo",
+        metavar="SPEC",
+        help="SLOs for goodput in ms, e.g. ttft=2000,tpot=50,e2e=30000 (bounds inclusive)",
+    )
+    replay.add_argument(
+        "--output-dir",
+        metavar="DIR",
+        help="write summary.json, requests.jsonl and config.json into DIR",
+    )
+    replay.add_argument(
+        "--max-virtual-time",
+        type=_positive_float,
+        metavar="SECONDS",
+        dest="max_virtual_time_s",
+        help="stop releasing requests after this virtual time; in-flight ones end incomplete",
+    )
+    replay.add_argument("--quiet", action="store_true", help="do not print the report table")
     return parser
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
+    return value
+
+
+@contextlib.contextmanager
+def _trace_path(trace: str | None) -> Iterator[Path]:
+    if trace is not None:
+        yield Path(trace)
+        return
+    sample = importlib.resources.files("replay").joinpath("data", SAMPLE_TRACE)
+    with importlib.resources.as_file(sample) as path:
+        yield path
+
+
+def _read_workload(config: ReplayConfig) -> Workload:
+    with _trace_path(config.trace) as path:
+        try:
+            return read_trace(path, format=config.format)
+        except OSError as exc:
+            raise ConfigError(f"{config.trace or path}: {exc.strerror or exc}") from None
+
+
+def _check_output_dir(output_dir: str | None) -> None:
+    if output_dir is None:
+        return
+    path = Path(output_dir)
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{output_dir}: --output-dir is not a directory")
+
+
+def _replay(args: argparse.Namespace, stdout: TextIO) -> int:
+    file_values = None
+    source = "config"
+    if args.config is not None:
+        file_values = load_config_file(args.config)
+        source = args.config
+        # The config.json of an earlier run keeps the command line's settings under "config".
+        nested = file_values.get("config")
+        if "schema_version" in file_values and isinstance(nested, dict):
+            file_values = nested
+    overrides = {
+        "trace": args.trace,
+        "format": args.format,
+        "workers": args.workers,
+        "policy": args.policy,
+        "timing": args.timing,
+        "gpu": args.gpu,
+        "model": args.model,
+        "seed": args.seed,
+        "slo": args.slo,
+        "output_dir": args.output_dir,
+    }
+    config = resolve(file_values, overrides, source=source)
+    _check_output_dir(config.output_dir)
+    workload = _read_workload(config)
+    topology = Aggregated(
+        workers=config.workers, engine=config.build_engine(), timing=config.build_timing()
+    )
+    status = EXIT_OK
+    failure: str | None = None
+    try:
+        result: ReplayResult = run(
+            workload,
+            topology=topology,
+            policy=config.build_policy(),
+            seed=config.seed,
+            slo=config.slo,
+            max_virtual_time_s=args.max_virtual_time_s,
+            config=config.as_json(),
+        )
+    except ReplayFailedError as exc:
+        result = exc.result
+        status = EXIT_FAILED
+        failure = str(exc)
+    if config.output_dir is not None:
+        write_outputs(result, config.output_dir)
+    if not args.quiet:
+        stdout.write(format_table(result))
+        stdout.flush()
+    if failure is not None:
+        print(f"simclock replay: {failure}", file=sys.stderr)
+    return status
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the process exit status."""
     parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        parser.print_help(sys.stdout)
-        return 0
-    return 0
+    try:
+        args = parser.parse_args(argv)
+        if args.command is None:
+            parser.print_help(sys.stdout)
+            return EXIT_OK
+        return _replay(args, sys.stdout)
+    except UsageError as exc:
+        command = "simclock replay" if _is_replay(argv) else "simclock"
+        print(f"{command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except simclock.InternalError as exc:
+        print(
+            f"simclock: internal error: {exc} -- this is a bug in simclock; please report it",
+            file=sys.stderr,
+        )
+        return EXIT_INTERNAL
+    except (ValueError, OSError) as exc:
+        # Bad input: every such error of simclock's packages is a SimulationError leaf that
+        # also derives from ValueError; OutputError covers an unwritable output directory.
+        if isinstance(exc, simclock.SimulationError | OutputError):
+            print(f"simclock replay: error: {_one_line(exc)}", file=sys.stderr)
+            return EXIT_USAGE
+        return _internal(exc)
+    except simclock.SimulationError as exc:
+        print(f"simclock replay: error: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print("simclock: interrupted", file=sys.stderr)
+        return 130
+    except Exception as exc:
+        return _internal(exc)
+
+
+def _is_replay(argv: Sequence[str] | None) -> bool:
+    args = sys.argv[1:] if argv is None else list(argv)
+    return "replay" in args
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split("\n"))
+
+
+def _internal(exc: BaseException) -> int:
+    traceback.print_exception(exc, file=sys.stderr)
+    print(
+        f"simclock: internal error: {type(exc).__name__}: {_one_line(exc)} -- "
+        "this is a bug in simclock; please report it",
+        file=sys.stderr,
+    )
+    return EXIT_INTERNAL

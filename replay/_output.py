@@ -294,6 +294,9 @@ def format_table(result: ReplayResult) -> str:
 
     title("Replay Result", "=")
     row("Workload", f"{result.workload_source} ({result.workload_format})")
+    setup = _setup_text(meta.config)
+    if setup:
+        row("Setup", setup)
     row("Requests", str(s.requests))
     for status, count in s.status_counts.items():
         if count or status == "completed":
@@ -336,6 +339,23 @@ def format_table(result: ReplayResult) -> str:
     row("Wall time (s)", _num(meta.wall_time_s, 3))
     rows.append("=" * width)
     return "\n".join(rows) + "\n"
+
+
+def _setup_text(config: Mapping[str, object]) -> str:
+    """``4 engines, round_robin, RooflineTiming`` from the runner's configuration echo."""
+    parts: list[str] = []
+    topology = config.get("topology")
+    if isinstance(topology, Mapping):
+        workers = topology.get("workers")
+        if isinstance(workers, int):
+            parts.append(f"{workers} engine{'s' if workers != 1 else ''}")
+        timing = topology.get("timing")
+        if isinstance(timing, Mapping) and isinstance(timing.get("type"), str):
+            parts.append(str(timing["type"]))
+    policy = config.get("policy")
+    if isinstance(policy, str):
+        parts.append(policy)
+    return ", ".join(parts)
 
 
 def _pct(value: float | None) -> float | None:

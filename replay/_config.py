@@ -1,0 +1,536 @@
+"""The ``simclock replay`` configuration: file loading, flag overrides, and the one mapping from
+names to objects.
+
+A configuration is a flat table (TOML or JSON) whose keys are the command-line options::
+
+    trace = "conversation_trace.jsonl"   # omitted: the bundled sample
+    format = "auto"
+    workers = 4
+    policy = "kv_aware"                  # or a table: {name = "kv_aware", temperature = 0.5}
+    timing = "roofline"                  # or a table: {type = "fixed", prefill_ms = 50, ...}
+    gpu = "H100"
+    model = "llama-3.1-8b"
+    seed = 0
+    slo = "ttft=2000,tpot=50"            # or a table: {ttft = 2000, tpot = 50}
+    output_dir = "out"
+    gpu_memory_utilization = 0.9
+    [engine]                             # any EngineConfig field
+    max_num_batched_tokens = 8192
+
+Command-line flags override the file, key by key. :func:`resolve` validates everything and
+returns a :class:`ReplayConfig`; :meth:`ReplayConfig.build_policy` and
+:meth:`ReplayConfig.build_timing` turn names into objects through the explicit tables
+:data:`POLICIES` and :data:`TIMINGS` — the only place the command line maps names to code.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import tomllib
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any, TypeVar
+
+import attrs
+
+import policies
+from engines import EngineConfig, FixedTiming, TimingModel
+
+# TODO(engines): import these from ``engines`` once its ``__init__`` re-exports them.
+from engines._catalog import gpu_spec, kv_bytes_per_token, model_arch
+from engines._timing import LinearTiming, PolynomialTiming
+from engines._timing_roofline import RooflineTiming
+from engines._timing_table import TableTiming
+
+from ._exceptions import ReplayError
+from ._metrics import SLO, SLOError
+
+__all__ = (
+    "DEFAULT_GPU",
+    "DEFAULT_MODEL",
+    "DEFAULT_POLICY",
+    "DEFAULT_TIMING",
+    "DEFAULT_WORKERS",
+    "POLICIES",
+    "TIMINGS",
+    "ComponentSpec",
+    "ConfigError",
+    "ReplayConfig",
+    "kv_blocks_for",
+    "load_config_file",
+    "parse_spec",
+    "resolve",
+)
+
+DEFAULT_WORKERS = 4
+"""Engines in the default topology."""
+DEFAULT_POLICY = "round_robin"
+"""The default policy name."""
+DEFAULT_TIMING = "roofline"
+"""The default timing model name."""
+DEFAULT_GPU = "H100"
+"""The default catalog GPU (roofline timing and KV capacity)."""
+DEFAULT_MODEL = "llama-3.1-8b"
+"""The default catalog model (roofline timing and KV capacity)."""
+DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
+
+_META_KEYS = frozenset({"schema_version", "simclock_version"})
+_KEYS = (
+    "trace",
+    "format",
+    "workers",
+    "policy",
+    "timing",
+    "gpu",
+    "model",
+    "seed",
+    "slo",
+    "output_dir",
+    "gpu_memory_utilization",
+    "engine",
+)
+
+
+_T = TypeVar("_T")
+
+
+class ConfigError(ReplayError, ValueError):
+    """A replay configuration (file or flag) is malformed; the text names the file and key."""
+
+
+# --------------------------------------------------------------------------------------------
+# Names -> objects: the one explicit mapping at the edge.
+
+
+def _session_affinity(**options: Any) -> policies.SessionAffinity:
+    fallback = options.pop("fallback", None)
+    if fallback is None:
+        return policies.SessionAffinity(**options)
+    if not isinstance(fallback, str) or fallback not in _CHOICE_FALLBACKS:
+        known = ", ".join(_CHOICE_FALLBACKS)
+        raise ValueError(f"fallback: unknown policy {fallback!r}; known: {known}")
+    return policies.SessionAffinity(fallback=_CHOICE_FALLBACKS[fallback](), **options)
+
+
+_CHOICE_FALLBACKS: Mapping[str, Callable[[], policies.ChoicePolicy]] = {
+    "round_robin": policies.RoundRobin,
+    "random": policies.Random,
+    "least_loaded": policies.LeastLoaded,
+    "kv_aware": policies.KVAware,
+}
+
+POLICIES: Mapping[str, Callable[..., policies.Policy]] = {
+    "round_robin": policies.RoundRobin,
+    "random": policies.Random,
+    "least_loaded": policies.LeastLoaded,
+    "kv_aware": policies.KVAware,
+    "session_affinity": _session_affinity,
+}
+"""Policy name -> factory taking the policy's keyword options."""
+
+
+def _fixed(options: Mapping[str, Any], gpu: str, model: str) -> TimingModel:
+    return FixedTiming(**{"prefill_ms": 50.0, "decode_ms": 10.0, **options})
+
+
+def _polynomial(options: Mapping[str, Any], gpu: str, model: str) -> TimingModel:
+    return PolynomialTiming(**options)
+
+
+def _linear(options: Mapping[str, Any], gpu: str, model: str) -> TimingModel:
+    return LinearTiming(**options)
+
+
+def _roofline(options: Mapping[str, Any], gpu: str, model: str) -> TimingModel:
+    return RooflineTiming(gpu=gpu_spec(gpu), model=model_arch(model), **options)
+
+
+def _table(options: Mapping[str, Any], gpu: str, model: str) -> TimingModel:
+    options = dict(options)
+    file = options.pop("file", None)
+    if file is not None:
+        if options:
+            raise ConfigError("timing: table: give either file= or the table's fields, not both")
+        data = _read_json_table(Path(str(file)))
+        return TableTiming(**data)
+    return TableTiming(**options)
+
+
+TIMINGS: Mapping[str, Callable[[Mapping[str, Any], str, str], TimingModel]] = {
+    "fixed": _fixed,
+    "polynomial": _polynomial,
+    "linear": _linear,
+    "roofline": _roofline,
+    "table": _table,
+}
+"""Timing name -> factory ``(options, gpu, model) -> TimingModel``."""
+
+
+def _read_json_table(path: Path) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"{path}: {exc.strerror or exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{path}:{exc.lineno}: -: invalid JSON: {exc.msg}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}:1: -: a timing table must be a JSON object")
+    return data
+
+
+# --------------------------------------------------------------------------------------------
+# Specs: "name:key=value,key=value" on the command line, a table in a file.
+
+
+@attrs.frozen
+class ComponentSpec:
+    """A named component with keyword options, e.g. ``kv_aware:temperature=0.5``.
+
+    Attributes:
+        name: the component name (a key of :data:`POLICIES` or :data:`TIMINGS`).
+        options: keyword options for its factory, in the order given.
+    """
+
+    name: str
+    options: Mapping[str, Any] = attrs.field(factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        """``{"name": ..., **options}`` (the form a config file accepts back)."""
+        return {"name": self.name, **self.options}
+
+
+def _scalar(text: str) -> Any:
+    """A command-line option value: bool, int, float, else the string itself."""
+    lowered = text.strip().lower()
+    if lowered in ("true", "false"):
+        return lowered == "true"
+    for convert in (int, float):
+        try:
+            return convert(text)
+        except ValueError:
+            pass
+    return text.strip()
+
+
+def parse_spec(text: str, *, what: str) -> ComponentSpec:
+    """Parse ``NAME[:key=value,...]`` into a :class:`ComponentSpec`.
+
+    Raises:
+        ConfigError: an empty name, an option that is not ``key=value``, a repeated key.
+    """
+    name, _, rest = text.partition(":")
+    name = name.strip()
+    if not name:
+        raise ConfigError(f"{what}: empty name in {text!r}")
+    options: dict[str, Any] = {}
+    for raw in rest.split(","):
+        item = raw.strip()
+        if not item:
+            continue
+        key, sep, value = item.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise ConfigError(f"{what}: {item!r} is not key=value")
+        if key in options:
+            raise ConfigError(f"{what}: option {key!r} is given twice")
+        options[key] = _scalar(value)
+    return ComponentSpec(name, options)
+
+
+def _spec_from_value(value: object, *, where: str, name_key: str) -> ComponentSpec:
+    if isinstance(value, str):
+        return parse_spec(value, what=where)
+    if isinstance(value, Mapping):
+        options = dict(value)
+        name = options.pop(name_key, None)
+        if name is None and name_key == "type":
+            name = options.pop("name", None)
+        if not isinstance(name, str) or not name:
+            raise ConfigError(f"{where}: the table needs a {name_key!r} string")
+        return ComponentSpec(name, options)
+    raise ConfigError(f"{where}: must be a string or a table, got {value!r}")
+
+
+# --------------------------------------------------------------------------------------------
+# The resolved configuration.
+
+
+@attrs.frozen(kw_only=True)
+class ReplayConfig:
+    """A validated ``simclock replay`` configuration.
+
+    Attributes:
+        trace: the trace path, None for the bundled sample.
+        format: the trace format (``auto`` or a loadgen format name).
+        workers: the number of aggregated engines.
+        policy: the policy and its options.
+        timing: the timing model and its options.
+        gpu: the catalog GPU (roofline timing, KV capacity).
+        model: the catalog model (roofline timing, KV capacity).
+        seed: the run seed.
+        slo: SLO bounds for goodput, None for none.
+        output_dir: where to write the report files, None to write none.
+        gpu_memory_utilization: the share of GPU memory the engine may use for weights and KV.
+        engine: :class:`engines.EngineConfig` fields given explicitly.
+    """
+
+    trace: str | None = None
+    format: str = "auto"
+    workers: int = DEFAULT_WORKERS
+    policy: ComponentSpec = ComponentSpec(DEFAULT_POLICY)
+    timing: ComponentSpec = ComponentSpec(DEFAULT_TIMING)
+    gpu: str = DEFAULT_GPU
+    model: str = DEFAULT_MODEL
+    seed: int = 0
+    slo: SLO | None = None
+    output_dir: str | None = None
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
+    engine: Mapping[str, Any] = attrs.field(factory=dict)
+
+    def build_policy(self) -> policies.Policy:
+        """A fresh policy object (policies keep state, so each run needs its own).
+
+        Raises:
+            ConfigError: an unknown policy or a bad option.
+        """
+        factory = POLICIES.get(self.policy.name)
+        if factory is None:
+            known = ", ".join(POLICIES)
+            raise ConfigError(f"policy: unknown policy {self.policy.name!r}; known: {known}")
+        return _call(f"policy: {self.policy.name}", factory, **self.policy.options)
+
+    def build_timing(self) -> TimingModel:
+        """The timing model.
+
+        Raises:
+            ConfigError: an unknown model, a bad option or an unknown GPU/model name.
+        """
+        factory = TIMINGS.get(self.timing.name)
+        if factory is None:
+            known = ", ".join(TIMINGS)
+            raise ConfigError(f"timing: unknown timing model {self.timing.name!r}; known: {known}")
+        where = f"timing: {self.timing.name}"
+        return _call(where, factory, self.timing.options, self.gpu, self.model)
+
+    def build_engine(self) -> EngineConfig:
+        """The engine configuration; ``num_blocks`` defaults to what fits on the GPU.
+
+        Raises:
+            ConfigError: a bad engine field, or a GPU too small for the model's weights.
+        """
+        fields = dict(self.engine)
+        if "num_blocks" not in fields:
+            # Validate the other fields first, so a bad block size is reported as such.
+            block_size = _call("engine", EngineConfig, **{**fields, "num_blocks": 1}).block_size
+            fields["num_blocks"] = _call(
+                "engine",
+                kv_blocks_for,
+                self.gpu,
+                self.model,
+                block_size=block_size,
+                gpu_memory_utilization=self.gpu_memory_utilization,
+            )
+        return _call("engine", EngineConfig, **fields)
+
+    def as_json(self) -> dict[str, Any]:
+        """The configuration as a flat JSON object that :func:`load_config_file` reads back.
+
+        ``output_dir`` is left out, so the same run written to two directories echoes the
+        same configuration.
+        """
+        out: dict[str, Any] = {
+            "trace": self.trace,
+            "format": self.format,
+            "workers": self.workers,
+            "policy": self.policy.as_json(),
+            "timing": {"type": self.timing.name, **self.timing.options},
+            "gpu": self.gpu,
+            "model": self.model,
+            "seed": self.seed,
+            "slo": None if self.slo is None else self.slo.as_text(),
+            "gpu_memory_utilization": self.gpu_memory_utilization,
+            "engine": dict(self.engine),
+        }
+        return out
+
+
+def _call(where: str, factory: Callable[..., _T], *args: Any, **options: Any) -> _T:
+    """Call ``factory(*args, **options)``, reporting bad input as a :class:`ConfigError`."""
+    try:
+        return factory(*args, **options)
+    except ConfigError:
+        raise
+    except TypeError as exc:
+        # An unknown or missing keyword: say which, without the factory's internals.
+        text = str(exc)
+        problem = text.split(") ", 1)[1] if ") " in text else text
+        raise ConfigError(f"{where}: {problem}") from None
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def kv_blocks_for(
+    gpu: str,
+    model: str,
+    *,
+    block_size: int = 64,
+    gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
+) -> int:
+    """KV blocks of one engine: the GPU memory left after the weights, as vLLM sizes it.
+
+    ``floor((memory_bytes * utilization - 2 * params) / (kv_bytes_per_token * block_size))``
+    with bf16 weights and KV, tensor parallel 1; ``params`` counts the linear layers, the
+    input embedding and the output head.
+
+    Raises:
+        ValueError: an unknown GPU or model, or the weights do not fit.
+    """
+    spec = gpu_spec(gpu)
+    arch = model_arch(model)
+    if not 0 < gpu_memory_utilization <= 1:
+        raise ValueError(
+            f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization!r}"
+        )
+    weights = 2.0 * (arch.linear_params + 2 * arch.head_params)
+    free = spec.memory_bytes * gpu_memory_utilization - weights
+    blocks = math.floor(free / (kv_bytes_per_token(arch) * block_size))
+    if blocks < 1:
+        raise ValueError(f"model {arch.name} does not fit on one {spec.name} with room for KV")
+    return blocks
+
+
+# --------------------------------------------------------------------------------------------
+# Loading and merging.
+
+
+def load_config_file(path: str | Path) -> dict[str, Any]:
+    """Read a ``.toml`` or ``.json`` configuration file into a plain dict (not yet validated).
+
+    Raises:
+        ConfigError: the file is missing or unreadable, not valid TOML/JSON, not a table, or
+            has another suffix.
+    """
+    where = str(path)
+    suffix = Path(path).suffix.lower()
+    if suffix not in (".toml", ".json"):
+        raise ConfigError(f"{where}: a config file must end in .toml or .json")
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise ConfigError(f"{where}: {exc.strerror or exc}") from None
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise ConfigError(f"{where}: not UTF-8 text") from None
+    if suffix == ".toml":
+        try:
+            return tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"{where}: invalid TOML: {exc}") from None
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ConfigError(f"{where}:{exc.lineno}: -: invalid JSON: {exc.msg}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{where}:1: -: the configuration must be a JSON object")
+    return data
+
+
+def _int(value: object, *, where: str, minimum: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"{where}: must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+def _str(value: object, *, where: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{where}: must be a non-empty string, got {value!r}")
+    return value
+
+
+def resolve(
+    file_values: Mapping[str, Any] | None = None,
+    overrides: Mapping[str, Any] | None = None,
+    *,
+    source: str = "config",
+) -> ReplayConfig:
+    """Merge a config file's values with command-line overrides and validate the result.
+
+    Args:
+        file_values: what :func:`load_config_file` read (None for no file).
+        overrides: values from command-line flags; a key present here wins over the file.
+        source: the config file's name, used in error messages.
+
+    Returns:
+        The validated configuration.
+
+    Raises:
+        ConfigError: an unknown key or a bad value; the message names the file (or
+            ``--flag``) and the key.
+    """
+    merged: dict[str, tuple[str, Any]] = {}
+    for key, value in (file_values or {}).items():
+        if key in _META_KEYS:
+            continue
+        if key not in _KEYS:
+            raise ConfigError(f"{source}: {key}: unknown key; known: {', '.join(_KEYS)}")
+        merged[key] = (f"{source}: {key}", value)
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            merged[key] = (f"--{key.replace('_', '-')}", value)
+
+    kwargs: dict[str, Any] = {}
+    for key, (where, value) in merged.items():
+        if value is None:
+            continue
+        if key in ("trace", "output_dir", "format", "gpu", "model"):
+            kwargs[key] = _str(value, where=where)
+        elif key == "workers":
+            kwargs[key] = _int(value, where=where, minimum=1)
+        elif key == "seed":
+            kwargs[key] = _int(value, where=where, minimum=0)
+        elif key == "policy":
+            kwargs[key] = _spec_from_value(value, where=where, name_key="name")
+        elif key == "timing":
+            kwargs[key] = _spec_from_value(value, where=where, name_key="type")
+        elif key == "slo":
+            kwargs[key] = _slo(value, where=where)
+        elif key == "gpu_memory_utilization":
+            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+                raise ConfigError(f"{where}: must be a number in (0, 1], got {value!r}")
+            kwargs[key] = float(value)
+        elif key == "engine":
+            if not isinstance(value, Mapping):
+                raise ConfigError(f"{where}: must be a table of EngineConfig fields")
+            known = {f.name for f in attrs.fields(EngineConfig)}
+            for name in value:
+                if name not in known:
+                    raise ConfigError(
+                        f"{where}: {name}: unknown engine field; known: {', '.join(sorted(known))}"
+                    )
+            kwargs[key] = dict(value)
+    config = ReplayConfig(**kwargs)
+    # Build once now so a bad name or option fails before any trace is read.
+    config.build_policy()
+    config.build_timing()
+    config.build_engine()
+    return config
+
+
+def _slo(value: object, *, where: str) -> SLO | None:
+    try:
+        if isinstance(value, str):
+            slo = SLO.parse(value)
+        elif isinstance(value, Mapping):
+            slo = SLO.from_mapping(value, where=where)
+        else:
+            raise ConfigError(f"{where}: must be a string or a table, got {value!r}")
+    except SLOError as exc:
+        text = str(exc)
+        if text.startswith("slo: "):
+            text = f"{where}: {text[5:]}"
+        raise ConfigError(text) from None
+    return None if slo.is_empty else slo
