@@ -35,7 +35,7 @@ from ._config import (
     ConfigError,
     ReplayConfig,
     load_config_file,
-    resolve,
+    resolve_config,
 )
 from ._exceptions import ReplayFailedError
 from ._output import OutputError, format_table, write_outputs
@@ -272,7 +272,7 @@ def _replay(args: argparse.Namespace, stdout: TextIO) -> int:
         "slo": args.slo,
         "output_dir": args.output_dir,
     }
-    config = resolve(file_values, overrides, source=source)
+    config = resolve_config(file_values, overrides, source=source)
     _check_output_dir(config.output_dir)
     workload = _read_workload(config)
     topology = Aggregated(

@@ -17,7 +17,7 @@ A configuration is a flat table (TOML or JSON) whose keys are the command-line o
     [engine]                             # any EngineConfig field
     max_num_batched_tokens = 8192
 
-Command-line flags override the file, key by key. :func:`resolve` validates everything and
+Command-line flags override the file, key by key. :func:`resolve_config` validates everything and
 returns a :class:`ReplayConfig`; :meth:`ReplayConfig.build_policy` and
 :meth:`ReplayConfig.build_timing` turn names into objects through the explicit tables
 :data:`POLICIES` and :data:`TIMINGS` — the only place the command line maps names to code.
@@ -60,7 +60,7 @@ __all__ = (
     "kv_blocks_for",
     "load_config_file",
     "parse_spec",
-    "resolve",
+    "resolve_config",
 )
 
 DEFAULT_WORKERS = 4
@@ -451,7 +451,7 @@ def _str(value: object, *, where: str) -> str:
     return value
 
 
-def resolve(
+def resolve_config(
     file_values: Mapping[str, Any] | None = None,
     overrides: Mapping[str, Any] | None = None,
     *,
