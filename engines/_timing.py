@@ -4,9 +4,10 @@ Every model is a frozen ``attrs`` value with one method, ``pass_time_ms(shape)``
 the :class:`~engines.PassShape` of a scheduled pass into its duration in float milliseconds.
 Models are validated when they are built; a bad parameter raises :class:`TimingConfigError`.
 
-Every family splits a pass into a prefill part and a decode part and adds them (a mixed pass
-costs both). The role overrides of §5.2 apply to every family: a prefill-role engine never
-charges the decode part, a decode-role engine never charges the prefill part.
+Every family here splits a pass into a prefill part and a decode part and adds them (a mixed
+pass costs both); the roofline (``_timing_roofline``) prices a pass as a whole. The role
+overrides of §5.2 apply to every family: a prefill-role engine never charges the decode part, a
+decode-role engine never charges the prefill part.
 """
 
 from __future__ import annotations
