@@ -26,10 +26,12 @@ __all__ = (
 )
 
 _NS_PER_S = 1_000_000_000
+_get_running_loop = asyncio._get_running_loop
+_Future = asyncio.Future
 
 
 def _virtual_loop(function: str) -> VirtualEventLoop:
-    loop = asyncio._get_running_loop()
+    loop = _get_running_loop()
     if isinstance(loop, VirtualEventLoop):
         return loop
     found = (
@@ -65,22 +67,6 @@ def _check_int(name: str, value: object, waiter: str, loop: VirtualEventLoop) ->
     raise TypeError(f"{name} must be an int of nanoseconds, got {type(value).__name__}")
 
 
-async def _wait(
-    loop: VirtualEventLoop,
-    when_ns: int,
-    waiter: str,
-    kind: WakeupKind,
-    requested: object,
-    text: str,
-) -> None:
-    future, timer = loop._wakeup_at_ns(when_ns, waiter, kind, requested, text)
-    try:
-        await future
-    except BaseException:
-        timer.cancel()
-        raise
-
-
 async def sleep_until_ns(when_ns: int, *, waiter: str, kind: WakeupKind = WakeupKind.OTHER) -> None:
     """Wait until virtual instant ``when_ns`` (integer nanoseconds).
 
@@ -99,9 +85,19 @@ async def sleep_until_ns(when_ns: int, *, waiter: str, kind: WakeupKind = Wakeup
         NotVirtualLoopError: no :class:`VirtualEventLoop` is running.
         TypeError: ``when_ns`` is not an int.
     """
-    loop = _virtual_loop("sleep_until_ns")
-    when = _check_int("when_ns", when_ns, waiter, loop)
-    await _wait(loop, when, waiter, kind, when_ns, f"{when} ns")
+    loop = _get_running_loop()
+    if not isinstance(loop, VirtualEventLoop):
+        loop = _virtual_loop("sleep_until_ns")
+    when = when_ns if type(when_ns) is int else _check_int("when_ns", when_ns, waiter, loop)
+    if when <= loop._now_ns:
+        loop._check_wakeup(when, waiter, when_ns, f"{when} ns")
+    future: asyncio.Future[None] = _Future(loop=loop)
+    timer = loop._wakeup_timer(when, future, waiter, kind)
+    try:
+        await future
+    except BaseException:
+        timer.cancel()
+        raise
 
 
 async def sleep_ns(delay_ns: int, *, waiter: str, kind: WakeupKind = WakeupKind.OTHER) -> None:
@@ -119,10 +115,20 @@ async def sleep_ns(delay_ns: int, *, waiter: str, kind: WakeupKind = WakeupKind.
         NotVirtualLoopError: no :class:`VirtualEventLoop` is running.
         TypeError: ``delay_ns`` is not an int.
     """
-    loop = _virtual_loop("sleep_ns")
-    delay = _check_int("delay_ns", delay_ns, waiter, loop)
+    loop = _get_running_loop()
+    if not isinstance(loop, VirtualEventLoop):
+        loop = _virtual_loop("sleep_ns")
+    delay = delay_ns if type(delay_ns) is int else _check_int("delay_ns", delay_ns, waiter, loop)
     when = loop._now_ns + delay
-    await _wait(loop, when, waiter, kind, delay_ns, f"{when} ns (a delay of {delay} ns)")
+    if delay <= 0:
+        loop._check_wakeup(when, waiter, delay_ns, f"{when} ns (a delay of {delay} ns)")
+    future: asyncio.Future[None] = _Future(loop=loop)
+    timer = loop._wakeup_timer(when, future, waiter, kind)
+    try:
+        await future
+    except BaseException:
+        timer.cancel()
+        raise
 
 
 def _check_float(name: str, value: object, waiter: str, loop: VirtualEventLoop) -> float:
@@ -161,7 +167,15 @@ async def sleep_until(when_s: float, *, waiter: str, kind: WakeupKind = WakeupKi
     loop = _virtual_loop("sleep_until")
     value = _check_float("when_s", when_s, waiter, loop)
     when = loop._now_ns + round((value - loop._now_s) * _NS_PER_S)
-    await _wait(loop, when, waiter, kind, when_s, f"{value!r} s ({when} ns)")
+    if when <= loop._now_ns:
+        loop._check_wakeup(when, waiter, when_s, f"{value!r} s ({when} ns)")
+    future: asyncio.Future[None] = _Future(loop=loop)
+    timer = loop._wakeup_timer(when, future, waiter, kind)
+    try:
+        await future
+    except BaseException:
+        timer.cancel()
+        raise
 
 
 async def sleep(delay_s: float, *, waiter: str, kind: WakeupKind = WakeupKind.OTHER) -> None:
@@ -182,7 +196,15 @@ async def sleep(delay_s: float, *, waiter: str, kind: WakeupKind = WakeupKind.OT
     loop = _virtual_loop("sleep")
     value = _check_float("delay_s", delay_s, waiter, loop)
     when = loop._now_ns + round(value * _NS_PER_S)
-    await _wait(loop, when, waiter, kind, delay_s, f"{when} ns (a delay of {value!r} s)")
+    if when <= loop._now_ns:
+        loop._check_wakeup(when, waiter, delay_s, f"{when} ns (a delay of {value!r} s)")
+    future: asyncio.Future[None] = _Future(loop=loop)
+    timer = loop._wakeup_timer(when, future, waiter, kind)
+    try:
+        await future
+    except BaseException:
+        timer.cancel()
+        raise
 
 
 async def instant_end(*, priority: int = 0, waiter: str) -> None:
