@@ -133,8 +133,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     replay.add_argument(
         "--format",
-        choices=("auto", *FORMATS),
-        help="the trace format (default: auto, detected from the file)",
+        type=_format_name,
+        metavar="NAME",
+        help=f"the trace format: auto (detect from the file; default), {', '.join(FORMATS)}",
     )
     replay.add_argument(
         "--config",
@@ -192,6 +193,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     replay.add_argument("--quiet", action="store_true", help="do not print the report table")
     return parser
+
+
+def _format_name(text: str) -> str:
+    if text not in ("auto", *FORMATS):
+        known = ", ".join(("auto", *FORMATS))
+        raise argparse.ArgumentTypeError(f"unknown format {text!r}; known: {known}")
+    return text
 
 
 def _positive_int(text: str) -> int:
