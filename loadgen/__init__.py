@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
+from ._agentic import read_agentic as read_agentic
+from ._csvformats import read_azure as read_azure
+from ._csvformats import read_burstgpt as read_burstgpt
+from ._csvformats import read_vidur as read_vidur
 from ._exceptions import TraceFormatError as TraceFormatError
 from ._exceptions import WorkloadConfigError as WorkloadConfigError
 from ._exceptions import WorkloadRunError as WorkloadRunError
 from ._intern import ContentInterner as ContentInterner
+from ._lineage import LineageResult as LineageResult
+from ._lineage import derive_lineage as derive_lineage
+from ._lineage import lineage_from_json as lineage_from_json
+from ._lineage import lineage_to_json as lineage_to_json
 from ._mooncake import read_mooncake as read_mooncake
 from ._mooncake import read_mooncake_delta as read_mooncake_delta
 from ._read import FORMATS as FORMATS
@@ -18,6 +26,7 @@ from ._request import Identity as Identity
 from ._request import Lineage as Lineage
 from ._request import Request as Request
 from ._request import as_hash_ids as as_hash_ids
+from ._weka import read_weka as read_weka
 from ._workload import Play as Play
 from ._workload import SubagentGroup as SubagentGroup
 from ._workload import Tolerated as Tolerated
@@ -31,6 +40,7 @@ __all__ = (
     "FormatChoice",
     "Identity",
     "Lineage",
+    "LineageResult",
     "Play",
     "Request",
     "SubagentGroup",
@@ -40,8 +50,16 @@ __all__ = (
     "WorkloadConfigError",
     "WorkloadRunError",
     "as_hash_ids",
+    "derive_lineage",
     "detect_format",
+    "lineage_from_json",
+    "lineage_to_json",
+    "read_agentic",
+    "read_azure",
+    "read_burstgpt",
     "read_mooncake",
     "read_mooncake_delta",
     "read_trace",
+    "read_vidur",
+    "read_weka",
 )

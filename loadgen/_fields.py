@@ -148,6 +148,13 @@ class Located:
             raise self.error(key, f"must be a non-empty string, got {render(value)}")
         return value
 
+    def required_string(self, key: str) -> str:
+        """Return a required non-empty string field."""
+        value = self.string(key)
+        if value is None:  # pragma: no cover - string() raised already
+            raise self.error(key, "required")
+        return value
+
     def id_string(self, key: str, *, required: bool = True) -> str | None:
         """Return a non-empty string, or an int made a string (session ids)."""
         value = self.obj.get(key)
@@ -159,6 +166,13 @@ class Located:
             return str(value)
         if not isinstance(value, str) or not value:
             raise self.error(key, f"must be a non-empty string or an integer, got {render(value)}")
+        return value
+
+    def required_id(self, key: str) -> str:
+        """Return a required non-empty string (or an int made a string)."""
+        value = self.id_string(key)
+        if value is None:  # pragma: no cover - id_string raised already
+            raise self.error(key, "required")
         return value
 
     def id_list(self, key: str, *, minimum: int | None = 0) -> npt.NDArray[np.int64]:

@@ -8,7 +8,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ("ContentInterner", "Run", "reblock")
+__all__ = ("ContentInterner", "LocalScope", "Run", "reblock")
 
 Ids = npt.NDArray[np.int64]
 
@@ -76,6 +76,14 @@ class ContentInterner:
         self.next_id += int(uniq.size)
         return out
 
+    def local_scope(self) -> LocalScope:
+        """Open a scope used by one play only; its table is dropped with it.
+
+        Ids come from this interner's counter, so a play read in one go owns a
+        contiguous range of ids (its instances remap that range, §5.4).
+        """
+        return LocalScope(self)
+
     def private(self) -> int:
         """Return a fresh id shared with nothing."""
         value = self.next_id
@@ -87,6 +95,39 @@ class ContentInterner:
         out = np.arange(self.next_id, self.next_id + count, dtype=np.int64)
         self.next_id += count
         return out
+
+
+@attrs.define(eq=False)
+class LocalScope:
+    """A content scope private to one play; draws ids from its run's interner.
+
+    State: the parent interner and this scope's table ``raw id -> int``.
+    """
+
+    parent: ContentInterner
+    table: dict[Hashable, int] = attrs.field(factory=dict, repr=False)
+
+    def intern_many(self, raws: Sequence[Hashable]) -> list[int]:
+        """Intern every raw id of ``raws`` in order and return their ints."""
+        table = self.table
+        out: list[int] = []
+        nxt = self.parent.next_id
+        for raw in raws:
+            found = table.get(raw)
+            if found is None:
+                found = table[raw] = nxt
+                nxt += 1
+            out.append(found)
+        self.parent.next_id = nxt
+        return out
+
+    def intern(self, raw: Hashable) -> int:
+        """Intern one raw id."""
+        return self.intern_many((raw,))[0]
+
+    def private(self) -> int:
+        """Return a fresh id shared with nothing."""
+        return self.parent.private()
 
 
 @attrs.frozen

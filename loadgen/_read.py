@@ -10,9 +10,12 @@ from typing import Any
 
 import attrs
 
+from ._agentic import read_agentic
+from ._csvformats import read_azure, read_burstgpt, read_vidur
 from ._exceptions import TraceFormatError, WorkloadConfigError
 from ._fields import iter_json_lines
 from ._mooncake import read_mooncake, read_mooncake_delta
+from ._weka import read_weka
 from ._workload import Workload
 
 __all__ = ("FORMATS", "FormatChoice", "detect_format", "read_trace")
@@ -31,6 +34,11 @@ FORMATS: tuple[str, ...] = (
 _READERS: dict[str, Callable[..., Workload]] = {
     "mooncake": read_mooncake,
     "mooncake-delta": read_mooncake_delta,
+    "agentic": read_agentic,
+    "weka": read_weka,
+    "azure": read_azure,
+    "burstgpt": read_burstgpt,
+    "vidur": read_vidur,
 }
 
 CSV_HEADERS: dict[str, tuple[str, ...]] = {

@@ -35,12 +35,14 @@ class Tolerated:
         private_tail_ids: private ids appended for a partial last block.
         ignored_timestamps: timestamps present but not used (dependent rows).
         dropped_failures: BurstGPT failed requests dropped.
+        filtered_rows: rows left out by a reader's ``models=`` / ``log_types=`` filter.
     """
 
     surplus_ids: int = 0
     private_tail_ids: int = 0
     ignored_timestamps: int = 0
     dropped_failures: int = 0
+    filtered_rows: int = 0
 
 
 @attrs.frozen
@@ -73,11 +75,14 @@ class Play:
         request_indices: positions in :attr:`Workload.requests` of the play's requests,
             in play order (file order).
         conversations: the play's conversation ids in order of first appearance.
+        content_ids: the half-open range ``(start, stop)`` of content ids the play owns;
+            a play instance ``#k`` with ``k >= 1`` maps this range onto fresh ids (§5.4).
     """
 
     id: str
     request_indices: tuple[int, ...]
     conversations: tuple[str, ...]
+    content_ids: tuple[int, int] = (0, 0)
 
 
 @attrs.frozen

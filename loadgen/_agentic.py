@@ -1,0 +1,282 @@
+"""Reader for agentic-Mooncake JSONL: one DAG node per line (REFERENCE-workloads §2.3)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+import numpy as np
+import numpy.typing as npt
+
+from ._exceptions import TraceFormatError
+from ._fields import Located, fit_ids, iter_json_lines, render, source_label
+from ._intern import ContentInterner
+from ._lineage import derive_lineage
+from ._mooncake import check_block_size
+from ._request import ArrivalRule, Dep, Identity, Request
+from ._workload import Play, Tolerated, Workload, check_source
+
+__all__ = ("read_agentic",)
+
+
+@attrs.define(eq=False)
+class _Node:
+    line: int
+    request_id: str
+    session: str
+    timestamp_ms: float
+    input_length: int
+    output_length: int
+    raw_ids: npt.NDArray[np.int64]
+    tail: bool
+    wait_for: tuple[str, ...]
+    delay_ms: float
+
+
+def read_agentic(
+    path: str | Path,
+    *,
+    source: str | None = None,
+    block_size: int = 512,
+    interner: ContentInterner | None = None,
+) -> Workload:
+    """Read an agentic-Mooncake JSONL trace: one DAG node per line (§2.3).
+
+    Rows carry the mooncake fields plus ``request_id`` and ``wait_for``; a row waits
+    for the completion of every id it lists plus ``delay + tool_wait_ms``. A play is a
+    weakly connected component, named by its earliest root; each play is its own content
+    scope. Root timestamps are shifted so the earliest is 0.
+
+    Args:
+        path: the JSONL file.
+        source: the source label (default: the file name up to its first dot).
+        block_size: tokens per content id ``T``.
+        interner: the run's content interner (default: a fresh one).
+
+    Returns:
+        The workload in file order, with its plays (ordered by earliest root) and lineage.
+
+    Raises:
+        TraceFormatError: a bad record, an unknown or self dependency, a duplicate id or
+            a dependency cycle, with the ids named.
+    """
+    src = check_source(source if source is not None else source_label(path))
+    block = check_block_size(block_size)
+    ids = interner if interner is not None else ContentInterner()
+    file = str(path)
+    nodes: list[_Node] = []
+    by_id: dict[str, _Node] = {}
+    surplus = ignored = 0
+    with open(path, "rb") as stream:
+        for line, value in iter_json_lines(stream, file):
+            loc = Located(file, line, value)
+            ts_key = loc.alias("timestamp", "created_time")
+            timestamp = loc.number(ts_key) if ts_key else None
+            in_key = loc.alias("input_length", "input_tokens")
+            out_key = loc.alias("output_length", "output_tokens")
+            given = loc.integer(in_key, minimum=1) if in_key else None
+            if out_key is None:
+                raise loc.error("output_length", "required")
+            output = loc.integer(out_key, minimum=0)
+            raw = loc.id_list("hash_ids", minimum=0)
+            if given is None:
+                given = int(raw.size) * block
+                if given == 0:
+                    raise loc.error("input_length", "required when hash_ids is empty")
+            session = loc.id_string("session_id", required=False) or "main"
+            _no_hash(loc, "session_id", session)
+            delay_key = loc.alias("delay", "delay_ms")
+            delay = loc.number(delay_key) if delay_key else 0.0
+            tool_wait = loc.number("tool_wait_ms", default=0.0)
+            request_id = loc.required_id("request_id")
+            _no_hash(loc, "request_id", request_id)
+            wait_for = _wait_for(loc, request_id)
+            kept, extra, tail = fit_ids(raw, given, block, loc)
+            surplus += extra
+            earlier = by_id.get(request_id)
+            if earlier is not None:
+                raise loc.error("request_id", f"duplicate of line {earlier.line} ({request_id!r})")
+            if wait_for and timestamp is not None:
+                ignored += 1
+            node = _Node(
+                line=line,
+                request_id=request_id,
+                session=session,
+                timestamp_ms=timestamp if timestamp is not None else 0.0,
+                input_length=given,
+                output_length=output,
+                raw_ids=kept,
+                tail=tail,
+                wait_for=wait_for,
+                delay_ms=delay + tool_wait,
+            )
+            nodes.append(node)
+            by_id[request_id] = node
+    _check_graph(file, nodes, by_id)
+    return _build(src, file, block, ids, nodes, by_id, surplus, ignored)
+
+
+def _no_hash(loc: Located, key: str, value: str) -> None:
+    if "#" in value:
+        raise loc.error(key, f"'#' is reserved for play instances, got {render(value)}")
+
+
+def _wait_for(loc: Located, request_id: str) -> tuple[str, ...]:
+    value = loc.obj.get("wait_for")
+    if value is None:
+        return ()
+    if not isinstance(value, list):
+        raise loc.error("wait_for", f"must be a list of request ids, got {render(value)}")
+    out: list[str] = []
+    for index, item in enumerate(value):
+        if isinstance(item, int) and not isinstance(item, bool):
+            item = str(item)
+        if not isinstance(item, str) or not item:
+            raise loc.error(f"wait_for[{index}]", f"must be a non-empty string, got {render(item)}")
+        if item == request_id:
+            raise loc.error("wait_for", f"request {request_id!r} depends on itself")
+        if item not in out:
+            out.append(item)
+    return tuple(out)
+
+
+def _check_graph(file: str, nodes: list[_Node], by_id: dict[str, _Node]) -> None:
+    for node in nodes:
+        for dep in node.wait_for:
+            if dep not in by_id:
+                raise TraceFormatError(file, node.line, "wait_for", f"unknown request_id {dep!r}")
+    # Kahn's algorithm in file order; what stays unresolved lies on or behind a cycle.
+    pending = {n.request_id: len(n.wait_for) for n in nodes}
+    waiters: dict[str, list[str]] = {}
+    for node in nodes:
+        for dep in node.wait_for:
+            waiters.setdefault(dep, []).append(node.request_id)
+    ready = [n.request_id for n in nodes if not n.wait_for]
+    while ready:
+        done = ready.pop()
+        for waiter in waiters.get(done, ()):
+            pending[waiter] -= 1
+            if pending[waiter] == 0:
+                ready.append(waiter)
+    unresolved = [n for n in nodes if pending[n.request_id] > 0]
+    if not unresolved:
+        return
+    path: list[str] = []
+    seen: dict[str, int] = {}
+    current = unresolved[0]
+    while current.request_id not in seen:
+        seen[current.request_id] = len(path)
+        path.append(current.request_id)
+        current = next(by_id[d] for d in current.wait_for if pending[d] > 0)
+    cycle = [*path[seen[current.request_id] :], current.request_id]
+    raise TraceFormatError(file, current.line, "wait_for", "dependency cycle " + " -> ".join(cycle))
+
+
+def _build(
+    src: str,
+    file: str,
+    block: int,
+    ids: ContentInterner,
+    nodes: list[_Node],
+    by_id: dict[str, _Node],
+    surplus: int,
+    ignored: int,
+) -> Workload:
+    del file
+    # Weakly connected components with union-find (iterative path halving).
+    parent = {n.request_id: n.request_id for n in nodes}
+
+    def find(x: str) -> str:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    for node in nodes:
+        for dep in node.wait_for:
+            a, b = find(node.request_id), find(dep)
+            if a != b:
+                parent[a] = b
+    members: dict[str, list[_Node]] = {}
+    for node in nodes:
+        members.setdefault(find(node.request_id), []).append(node)
+    # Each component is named by its earliest root, smallest (timestamp, line).
+    groups = sorted(
+        members.values(),
+        key=lambda g: min((n.timestamp_ms, n.line) for n in g if not n.wait_for),
+    )
+    roots = [n.timestamp_ms for n in nodes if not n.wait_for]
+    origin = min(roots) if roots else 0.0
+    index_of = {n.request_id: i for i, n in enumerate(nodes)}
+    built: list[Request | None] = [None] * len(nodes)
+    plays: list[Play] = []
+    tails = 0
+    for group in groups:
+        earliest = min((n for n in group if not n.wait_for), key=lambda n: (n.timestamp_ms, n.line))
+        play_id = f"{src}:{earliest.request_id}"
+        scope = ids.local_scope()
+        first_id = ids.next_id
+        full_id = {n.request_id: f"{play_id}/{n.request_id}" for n in group}
+        conversation = {n.request_id: f"{play_id}/{n.session}" for n in group}
+        turns: dict[str, int] = {}
+        candidates: dict[str, list[str]] = {}
+        for node in group:
+            conv = conversation[node.request_id]
+            candidates.setdefault(conv, [])
+        for node in group:
+            conv = conversation[node.request_id]
+            deps = [conversation[d] for d in node.wait_for]
+            if conv not in deps:  # an entry request: no dependency inside its conversation
+                for other in deps:
+                    if other not in candidates[conv]:
+                        candidates[conv].append(other)
+        lineage = derive_lineage(candidates).lineages
+        for node in group:
+            conv = conversation[node.request_id]
+            turn = turns.get(conv, 0)
+            turns[conv] = turn + 1
+            content = scope.intern_many(node.raw_ids.tolist())
+            if node.tail:
+                content.append(ids.private())
+                tails += 1
+            if node.wait_for:
+                arrival = ArrivalRule(
+                    not_before_ms=None,
+                    after=tuple(
+                        Dep(full_id[d], "completion", node.delay_ms) for d in node.wait_for
+                    ),
+                )
+            else:
+                arrival = ArrivalRule(not_before_ms=node.timestamp_ms - origin)
+            built[index_of[node.request_id]] = Request(
+                id=full_id[node.request_id],
+                input_length=node.input_length,
+                output_length=node.output_length,
+                block_size=block,
+                hash_ids=np.asarray(content, dtype=np.int64),
+                arrival=arrival,
+                identity=Identity(
+                    conversation_id=conv,
+                    turn_index=turn,
+                    play_id=play_id,
+                    lineage=lineage[conv],
+                ),
+            )
+        plays.append(
+            Play(
+                id=play_id,
+                request_indices=tuple(index_of[n.request_id] for n in group),
+                conversations=tuple(dict.fromkeys(conversation[n.request_id] for n in group)),
+                content_ids=(first_id, ids.next_id),
+            )
+        )
+    requests = tuple(r for r in built if r is not None)
+    return Workload(
+        requests=requests,
+        source=src,
+        format="agentic",
+        tolerated=Tolerated(
+            surplus_ids=surplus, private_tail_ids=tails, ignored_timestamps=ignored
+        ),
+        plays=tuple(plays),
+    )
