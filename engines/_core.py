@@ -279,6 +279,7 @@ class EngineCore:
         cfg = self.config
         e = self.block_size
         kv = self.kv
+        caching = self.caching
         budget = cfg.max_num_batched_tokens
         entries: list[Seq] = []
         sched_n: list[int] = []
@@ -289,14 +290,16 @@ class EngineCore:
         i = 0
         while i < len(running) and budget > 0:
             r = running[i]
-            n = r.prompt + r.num_output - r.num_computed
+            c = r.num_computed
+            n = r.prompt + r.num_output - c
             if n > budget:
                 n = budget
-            if n == 0:
+            elif n == 0:
                 i += 1
                 continue
-            need = -(-(r.num_computed + n) // e) - len(r.blocks)
-            if need > 0:
+            end = c + n
+            if end > len(r.blocks) * e:
+                need = -(-end // e) - len(r.blocks)
                 while not kv.allocate(r.blocks, [], need):
                     v = running.pop()
                     self._preempt(v, now_ns)
@@ -305,10 +308,11 @@ class EngineCore:
                         break
                 if r.state != RUNNING:
                     break
-            self._cache_full(r, r.num_computed + n)
+            if caching and end // e > r.nkeyed:
+                self._cache_full(r, end)
             entries.append(r)
             sched_n.append(n)
-            comp.append(r.num_computed)
+            comp.append(c)
             outb.append(r.num_output)
             budget -= n
             i += 1
@@ -359,7 +363,8 @@ class EngineCore:
             return None
         for j, r in enumerate(entries):
             r.num_computed += sched_n[j]
-            self._refresh(r)
+            if r.pf:  # a steady decode entry (pf 0) stays at pf 0
+                self._refresh(r)
         plan = Pass(now_ns, entries, sched_n, comp, outb)
         plan.end_ns = now_ns + self._duration_ns(plan)
         self.passes += 1
@@ -422,7 +427,7 @@ class EngineCore:
         """Apply the effects of ``plan`` at its end: tokens, finishes, freed blocks."""
         t = plan.end_ns
         finished = False
-        observed = self.journal.observed
+        token_events = self.journal.wants_token_events
         prefill_role = self.role == "prefill"
         for r in plan.entries:
             if r.num_computed != r.prompt + r.num_output:
@@ -436,10 +441,15 @@ class EngineCore:
                 continue
             if r.num_output < r.target:
                 r.num_output += 1
-                self._refresh(r)
-                if observed:
-                    kind = EventKind.FIRST_TOKEN if r.num_output == 1 else EventKind.TOKEN
-                    self._record(t, kind, r)
+                # caught up and sampled: one position to compute next, one token fewer to go
+                self.prefill_outstanding -= r.pf
+                r.pf = 0
+                r.dec -= 1
+                self.decode_outstanding -= 1
+                if r.num_output == 1:
+                    self._record(t, EventKind.FIRST_TOKEN, r)
+                elif token_events:
+                    self._record(t, EventKind.TOKEN, r)
                 else:
                     r.trace.token_times_ns.append(t)
             if r.num_output >= r.target:

@@ -143,74 +143,128 @@ def _int(value: object) -> int:
     return value
 
 
-def _apply(trace: RequestTrace, event: LifecycleEvent) -> None:
-    """Fold one event into its request's trace (the one place that knows the mapping)."""
-    kind = event.kind
+def _token(trace: RequestTrace, event: LifecycleEvent) -> None:
+    trace.token_times_ns.append(event.time_ns)
+
+
+def _admitted(trace: RequestTrace, event: LifecycleEvent) -> None:
     t = event.time_ns
-    if kind is EventKind.TOKEN or kind is EventKind.FIRST_TOKEN:
-        trace.token_times_ns.append(t)
-    elif kind is EventKind.ADMITTED:
-        reused = _int(event.get("reused_tokens", 0))
-        readmission = bool(event.get("is_readmission", False))
-        role = event.get("role", "aggregated")
-        if role == "decode" and not readmission:
-            # Activation of a transferred request: its prompt KV arrived by transfer.
-            if trace.decode_admit_ns is None:
-                trace.decode_admit_ns = t
-            return
-        trace.admissions.append(Admission(t, reused, readmission))
-        if trace.first_admit_ns is None:
-            trace.first_admit_ns = t
-            trace.reused_input_tokens = reused
-        if role == "prefill" and trace.prefill_admit_ns is None:
-            trace.prefill_admit_ns = t
-    elif kind is EventKind.QUEUED:
-        if trace.engine_arrival_ns is None:
-            trace.engine_arrival_ns = t
-            trace.engine = event.engine
-        if event.get("role") == "prefill" and trace.prefill_worker is None:
-            trace.prefill_worker = event.engine
-    elif kind is EventKind.PREEMPTED:
-        trace.num_preemptions += 1
-    elif kind is EventKind.FINISHED:
-        trace.terminal_ns = t
-        trace.terminal_status = "completed"
-        trace.truncated = bool(event.get("truncated", False))
-    elif kind is EventKind.REJECTED:
-        if trace.engine_arrival_ns is None:
-            trace.engine_arrival_ns = t
-            trace.engine = event.engine
-        trace.terminal_ns = t
-        trace.terminal_status = "rejected"
-        reason = event.get("reason")
-        trace.rejection_reason = None if reason is None else str(reason)
-    elif kind is EventKind.FAILED:
-        trace.terminal_ns = t
-        trace.terminal_status = "failed"
-        reason = event.get("reason")
-        trace.failure_reason = None if reason is None else str(reason)
-    elif kind is EventKind.ARRIVED:
-        trace.arrival_ns = t
-        trace.input_length = _int(event.get("input_length", trace.input_length))
-        trace.output_length = _int(event.get("output_length", trace.output_length))
-    elif kind is EventKind.TOKENIZED:
-        start = event.get("start_ns")
-        trace.tokenize_start_ns = t if start is None else _int(start)
-        trace.tokenized_ns = t
-    elif kind is EventKind.PREFILL_DONE:
-        trace.prefill_done_ns = t
-    elif kind is EventKind.RESERVED:
-        trace.decode_worker = event.engine
-        trace.destination_reserved_ns = t
-        trace.decode_reused_tokens = _int(event.get("reused_tokens", 0))
-    elif kind is EventKind.TRANSFER_DONE:
-        trace.transfer_done_ns = t
-        tokens = event.get("transfer_tokens")
-        if tokens is not None:
-            trace.transfer_tokens = _int(tokens)
-        ms = event.get("transfer_ms")
-        if isinstance(ms, int | float) and not isinstance(ms, bool):
-            trace.transfer_ms = float(ms)
+    reused = 0
+    readmission = False
+    role: object = "aggregated"
+    for key, value in event.detail:
+        if key == "reused_tokens":
+            reused = _int(value)
+        elif key == "is_readmission":
+            readmission = bool(value)
+        elif key == "role":
+            role = value
+    if role == "decode" and not readmission:
+        # Activation of a transferred request: its prompt KV arrived by transfer.
+        if trace.decode_admit_ns is None:
+            trace.decode_admit_ns = t
+        return
+    trace.admissions.append(Admission(t, reused, readmission))
+    if trace.first_admit_ns is None:
+        trace.first_admit_ns = t
+        trace.reused_input_tokens = reused
+    if role == "prefill" and trace.prefill_admit_ns is None:
+        trace.prefill_admit_ns = t
+
+
+def _queued(trace: RequestTrace, event: LifecycleEvent) -> None:
+    if trace.engine_arrival_ns is None:
+        trace.engine_arrival_ns = event.time_ns
+        trace.engine = event.engine
+    if event.get("role") == "prefill" and trace.prefill_worker is None:
+        trace.prefill_worker = event.engine
+
+
+def _preempted(trace: RequestTrace, event: LifecycleEvent) -> None:
+    trace.num_preemptions += 1
+
+
+def _finished(trace: RequestTrace, event: LifecycleEvent) -> None:
+    trace.terminal_ns = event.time_ns
+    trace.terminal_status = "completed"
+    trace.truncated = bool(event.get("truncated", False))
+
+
+def _rejected(trace: RequestTrace, event: LifecycleEvent) -> None:
+    t = event.time_ns
+    if trace.engine_arrival_ns is None:
+        trace.engine_arrival_ns = t
+        trace.engine = event.engine
+    trace.terminal_ns = t
+    trace.terminal_status = "rejected"
+    reason = event.get("reason")
+    trace.rejection_reason = None if reason is None else str(reason)
+
+
+def _failed(trace: RequestTrace, event: LifecycleEvent) -> None:
+    trace.terminal_ns = event.time_ns
+    trace.terminal_status = "failed"
+    reason = event.get("reason")
+    trace.failure_reason = None if reason is None else str(reason)
+
+
+def _arrived(trace: RequestTrace, event: LifecycleEvent) -> None:
+    trace.arrival_ns = event.time_ns
+    trace.input_length = _int(event.get("input_length", trace.input_length))
+    trace.output_length = _int(event.get("output_length", trace.output_length))
+
+
+def _tokenized(trace: RequestTrace, event: LifecycleEvent) -> None:
+    t = event.time_ns
+    start = event.get("start_ns")
+    trace.tokenize_start_ns = t if start is None else _int(start)
+    trace.tokenized_ns = t
+
+
+def _prefill_done(trace: RequestTrace, event: LifecycleEvent) -> None:
+    trace.prefill_done_ns = event.time_ns
+
+
+def _reserved(trace: RequestTrace, event: LifecycleEvent) -> None:
+    trace.decode_worker = event.engine
+    trace.destination_reserved_ns = event.time_ns
+    trace.decode_reused_tokens = _int(event.get("reused_tokens", 0))
+
+
+def _transfer_done(trace: RequestTrace, event: LifecycleEvent) -> None:
+    trace.transfer_done_ns = event.time_ns
+    tokens = event.get("transfer_tokens")
+    if tokens is not None:
+        trace.transfer_tokens = _int(tokens)
+    ms = event.get("transfer_ms")
+    if isinstance(ms, int | float) and not isinstance(ms, bool):
+        trace.transfer_ms = float(ms)
+
+
+def _nothing(trace: RequestTrace, event: LifecycleEvent) -> None:
+    pass
+
+
+#: How each kind of event changes a trace: the one place that knows the mapping.
+_APPLY: dict[EventKind, Callable[[RequestTrace, LifecycleEvent], None]] = {
+    EventKind.ARRIVED: _arrived,
+    EventKind.TOKENIZED: _tokenized,
+    EventKind.OFFERED: _nothing,
+    EventKind.COMMITTED: _nothing,
+    EventKind.ABORTED: _nothing,
+    EventKind.QUEUED: _queued,
+    EventKind.ADMITTED: _admitted,
+    EventKind.PREFILL_CHUNK: _nothing,
+    EventKind.FIRST_TOKEN: _token,
+    EventKind.TOKEN: _token,
+    EventKind.PREEMPTED: _preempted,
+    EventKind.FINISHED: _finished,
+    EventKind.REJECTED: _rejected,
+    EventKind.PREFILL_DONE: _prefill_done,
+    EventKind.RESERVED: _reserved,
+    EventKind.TRANSFER_DONE: _transfer_done,
+    EventKind.FAILED: _failed,
+}
 
 
 Subscriber = Callable[[LifecycleEvent], object]
@@ -227,11 +281,16 @@ class Journal:
 
     Attributes:
         keep_events: keep every event in ``events`` (off for long runs that only need traces).
+        token_events: record a ``TOKEN`` event for every token after the first; when off,
+            engines append those token times to the traces directly (no event object, no
+            subscriber call), which is much faster for long runs. ``FIRST_TOKEN`` is always
+            recorded.
         traces: request id -> trace, in first-event order.
         events: every recorded event, in record order (empty when ``keep_events`` is off).
     """
 
     keep_events: bool = attrs.field(default=True, kw_only=True)
+    token_events: bool = attrs.field(default=True, kw_only=True)
     traces: dict[str, RequestTrace] = attrs.field(factory=dict, init=False)
     events: list[LifecycleEvent] = attrs.field(factory=list, init=False)
     _subscribers: list[Subscriber] = attrs.field(factory=list, init=False)
@@ -244,6 +303,11 @@ class Journal:
     def observed(self) -> bool:
         """Whether recorded events are kept or watched (else only traces are updated)."""
         return self.keep_events or bool(self._subscribers)
+
+    @property
+    def wants_token_events(self) -> bool:
+        """Whether every ``TOKEN`` must be recorded as an event (see ``token_events``)."""
+        return self.token_events and (self.keep_events or bool(self._subscribers))
 
     def trace(
         self, request_id: str, *, input_length: int = 0, output_length: int = 0
@@ -271,7 +335,7 @@ class Journal:
         if trace is None:
             trace = RequestTrace(event.request_id)
             self.traces[event.request_id] = trace
-        _apply(trace, event)
+        _APPLY[event.kind](trace, event)
         if self.keep_events:
             self.events.append(event)
         for callback in self._subscribers:
