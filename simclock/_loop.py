@@ -160,6 +160,18 @@ def _refuse(name: str) -> Any:
     return refused
 
 
+def _check_options(start_ns: object, stall_budget: object, livelock_budget: object) -> str | None:
+    """The problem with the loop options, or ``None`` when they are fine."""
+    if isinstance(start_ns, bool) or not isinstance(start_ns, int) or start_ns < 0:
+        return f"start_ns must be an int >= 0, got {start_ns!r}"
+    for name, budget in (("stall_budget", stall_budget), ("livelock_budget", livelock_budget)):
+        if budget is not None and (
+            isinstance(budget, bool) or not isinstance(budget, int) or budget < 1
+        ):
+            return f"{name} must be an int >= 1 or None, got {budget!r}"
+    return None
+
+
 class VirtualEventLoop(asyncio.BaseEventLoop):
     """An asyncio event loop on a deterministic virtual clock.
 
@@ -207,18 +219,15 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         stall_budget: int | None = DEFAULT_STALL_BUDGET,
         livelock_budget: int | None = DEFAULT_LIVELOCK_BUDGET,
     ) -> None:
-        if isinstance(start_ns, bool) or not isinstance(start_ns, int) or start_ns < 0:
-            raise ClockConfigError(f"start_ns must be an int >= 0, got {start_ns!r}")
-        for name, budget in (("stall_budget", stall_budget), ("livelock_budget", livelock_budget)):
-            if budget is not None and (
-                isinstance(budget, bool) or not isinstance(budget, int) or budget < 1
-            ):
-                raise ClockConfigError(f"{name} must be an int >= 1 or None, got {budget!r}")
+        problem = _check_options(start_ns, stall_budget, livelock_budget)
         super().__init__()
-        self._now_ns = start_ns
+        if problem is not None:
+            self._closed = True  # nothing to release; keeps __del__ quiet
+            raise ClockConfigError(problem)
+        self._now_ns: int = start_ns
         self._now_s = start_ns / _NS_PER_S
-        self._stall_budget = sys.maxsize if stall_budget is None else stall_budget
-        self._livelock_budget = sys.maxsize if livelock_budget is None else livelock_budget
+        self._stall_budget: int = sys.maxsize if stall_budget is None else stall_budget
+        self._livelock_budget: int = sys.maxsize if livelock_budget is None else livelock_budget
         self._timers: list[tuple[int, int, _Timer]] = []
         self._infinite_timers: list[_Timer] = []
         self._cancelled_timers = 0
@@ -266,7 +275,7 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         context: contextvars.Context | None = None,
     ) -> events.Handle:
         """Schedule ``callback(*args)`` to run in the next iteration (first in, first out)."""
-        if self._closed:  # type: ignore[attr-defined]
+        if self._closed:
             raise RuntimeError("Event loop is closed")
         if self._debug:
             return super().call_soon(callback, *args, context=context)
@@ -290,15 +299,16 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
     ) -> events.TimerHandle:
         """Schedule ``callback(*args)`` ``delay`` seconds of virtual time from now.
 
-        A negative delay runs at the current instant (as in asyncio); ``+inf`` never fires.
+        A negative delay (even ``-inf``) runs at the current instant, as in asyncio;
+        ``+inf`` never fires.
 
         Raises:
-            NonFiniteWakeupError: ``delay`` is NaN or ``-inf``.
+            NonFiniteWakeupError: ``delay`` is NaN.
         """
         if delay > 0.0:
             if delay == _INF:
                 return self._schedule(None, callback, args, context, None, None)
-            if self._closed or self._debug:  # type: ignore[attr-defined]
+            if self._closed or self._debug:
                 return self._schedule(
                     self._now_ns + round(delay * _NS_PER_S), callback, args, context, None, None
                 )
@@ -325,7 +335,7 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
             timer._kind = None
             heapq.heappush(self._timers, (when_ns, sequence, timer))
             return timer  # type: ignore[no-any-return]
-        if delay != delay or delay == -_INF:
+        if delay != delay:
             raise NonFiniteWakeupError(
                 f"non-finite wakeup for waiter {describe_callback(callback)!r}: "
                 f"requested a delay of {delay!r} s, now is {self._now_ns} ns",
@@ -383,7 +393,7 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         waiter: str | None,
         kind: WakeupKind | None,
     ) -> _Timer:
-        if self._closed:  # type: ignore[attr-defined]
+        if self._closed:
             raise RuntimeError("Event loop is closed")
         sequence = next(self._sequence)
         timer = _Timer(when_ns, sequence, callback, args, self, context, waiter, kind)
@@ -457,7 +467,7 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         self, when_ns: int, future: asyncio.Future[None], waiter: str, kind: WakeupKind
     ) -> _Timer:
         """Schedule the timer of a validated simclock wakeup (``when_ns >= now``)."""
-        if self._closed:  # type: ignore[attr-defined]
+        if self._closed:
             raise RuntimeError("Event loop is closed")
         sequence = next(self._sequence)
         timer = _Timer(
