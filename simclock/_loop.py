@@ -693,6 +693,8 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
             counts[label] = counts.get(label, 0) + 1
         busiest = tuple(sorted(counts.items(), key=lambda item: -item[1])[:3])
         names = ", ".join(f"{label} ({n} events)" for label, n in busiest) or "none"
+        # A fresh budget for whoever cleans up after the error (asyncio.Runner cancels tasks).
+        self._instant_mark = self._events
         raise LivelockError(
             f"livelock at {self._now_ns} ns: more than {self._livelock_budget} events ran "
             f"without the clock advancing (livelock budget {self._livelock_budget}); busiest "
