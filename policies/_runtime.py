@@ -797,6 +797,8 @@ class PolicyRuntime:
             self._call_hook("on_kv_event", hook, event)
 
     def _call_hook(self, hook_name: str, hook: Callable[[Any], object], arg: object) -> None:
+        if self.failure is not None:
+            return  # the policy is dead: its hooks are not called any more
         try:
             hook(arg)
         except Exception as error:
