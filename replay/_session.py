@@ -1,0 +1,1108 @@
+"""Step-debugging a replay: build it without running it, then step, inspect, break and resume.
+
+A :class:`ReplaySession` holds one replay on its own :class:`simclock.VirtualEventLoop`,
+built exactly as :func:`replay.run` builds it but not started. Nothing runs until you ask:
+
+- :meth:`~ReplaySession.step` runs until the next lifecycle event is recorded (one
+  ``simclock`` callback at a time; :meth:`~ReplaySession.step_callback` runs exactly one);
+- :meth:`~ReplaySession.run_until` runs to a virtual instant or until a predicate holds;
+- :meth:`~ReplaySession.run_until_request` runs until a request reaches a state;
+- :meth:`~ReplaySession.resume` runs until a breakpoint is hit (or the end);
+- :meth:`~ReplaySession.run` runs to the end and returns the :class:`replay.ReplayResult`.
+
+Every stepping method returns a :class:`Stop` that says where and why the session stopped.
+Between steps the session is idle and everything can be looked at: :attr:`now_ns`,
+:meth:`engine` (queues, running batch, pass in flight, KV use and cached blocks),
+:meth:`request` (state, history, trace), :meth:`in_flight`, :meth:`policy` (requests it
+holds, its next wakeup) and :meth:`describe` for all of it as text.
+
+The session works from a plain REPL or ``pdb`` (no loop runs outside); inside a running
+event loop (an async test) use the awaitable variants (:meth:`astep`, :meth:`arun_until`,
+:meth:`arun_until_request`, :meth:`aresume`, :meth:`arun`). Stepping changes nothing: a
+session stepped to the end gives the same report, byte for byte, as :func:`replay.run` on
+the same inputs with the same ``keep_events``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, TypeVar, cast
+
+import attrs
+import numpy as np
+
+import simclock
+from engines import Engine, EventKind, LifecycleEvent, RequestTrace
+from loadgen import Workload
+from policies import Policy, policy_name
+
+from ._exceptions import ReplayFailedError, WorkloadValidationError
+from ._metrics import SLO
+from ._prepare import prepare
+from ._report import ReplayResult, RunMeta, finalize
+from ._runner import SEED_STREAMS, TokenizerStageLike, _check_seed, _Run
+from ._topology import Topology
+
+__all__ = (
+    "Breakpoint",
+    "EngineState",
+    "PolicyState",
+    "ReplaySession",
+    "RequestState",
+    "Stop",
+    "describe_event",
+    "format_ns",
+)
+
+T = TypeVar("T")
+
+StopReason = Literal["step", "time", "predicate", "request", "breakpoint", "finished"]
+BreakpointKind = Literal["time", "request", "event", "predicate"]
+
+_EVENT_ALIASES: dict[str, EventKind] = {
+    "preemption": EventKind.PREEMPTED,
+    "rejection": EventKind.REJECTED,
+    "abort": EventKind.ABORTED,
+    "dispatch_abort": EventKind.ABORTED,
+    "failure": EventKind.FAILED,
+}
+_TERMINAL = frozenset({EventKind.FINISHED, EventKind.REJECTED, EventKind.FAILED})
+_STATE_OF: dict[EventKind, str] = {
+    EventKind.ARRIVED: "routing",
+    EventKind.TOKENIZED: "routing",
+    EventKind.OFFERED: "offered",
+    EventKind.ABORTED: "routing",
+    EventKind.COMMITTED: "committed",
+    EventKind.QUEUED: "waiting",
+    EventKind.ADMITTED: "running",
+    EventKind.PREFILL_CHUNK: "running",
+    EventKind.FIRST_TOKEN: "running",
+    EventKind.TOKEN: "running",
+    EventKind.PREEMPTED: "waiting",
+    EventKind.PREFILL_DONE: "awaiting_decode",
+    EventKind.RESERVED: "transferring",
+    EventKind.TRANSFER_DONE: "waiting",
+    EventKind.FINISHED: "completed",
+    EventKind.REJECTED: "rejected",
+    EventKind.FAILED: "failed",
+}
+
+
+def format_ns(time_ns: int) -> str:
+    """Return a virtual time as seconds with all nine decimals, e.g. ``"12.500000000 s"``."""
+    seconds, rest = divmod(time_ns, 1_000_000_000)
+    return f"{seconds}.{rest:09d} s"
+
+
+def describe_event(event: LifecycleEvent) -> str:
+    """Return one line describing a lifecycle event.
+
+    Example: ``"0.500000000 s  request 'B'  preempted on engine 0 (num_output=40)"``.
+
+    Args:
+        event: the event.
+
+    Returns:
+        The time, the request, what happened, where, and the event's details.
+    """
+    where = "" if event.engine is None else f" on engine {event.engine}"
+    detail = ", ".join(f"{k}={v!r}" for k, v in event.detail)
+    tail = f" ({detail})" if detail else ""
+    return (
+        f"{format_ns(event.time_ns)}  request {event.request_id!r}  {event.kind.value}{where}{tail}"
+    )
+
+
+def _event_kind(value: EventKind | str) -> EventKind:
+    if isinstance(value, EventKind):
+        return value
+    if value in _EVENT_ALIASES:
+        return _EVENT_ALIASES[value]
+    try:
+        return EventKind(value)
+    except ValueError:
+        names = ", ".join([*sorted(_EVENT_ALIASES), *(k.value for k in EventKind)])
+        raise ValueError(f"unknown event kind {value!r}; expected one of: {names}") from None
+
+
+@attrs.frozen
+class Breakpoint:
+    """A condition that stops :meth:`ReplaySession.resume` (and the other run methods).
+
+    Attributes:
+        number: its number in the session (1, 2, ...).
+        kind: ``"time"`` (a virtual instant), ``"request"`` (an event of one request),
+            ``"event"`` (an event of some kinds) or ``"predicate"`` (a condition on the session).
+        description: what it waits for, in words.
+        time_ns: the instant of a time breakpoint.
+        request_id: the request of a request breakpoint.
+        kinds: the event kinds that trigger it (empty: any kind, for a request breakpoint).
+        predicate: the condition of a predicate breakpoint, called with the session before
+            every callback.
+    """
+
+    number: int
+    kind: BreakpointKind
+    description: str
+    time_ns: int | None = None
+    request_id: str | None = None
+    kinds: frozenset[EventKind] = frozenset()
+    predicate: Callable[[ReplaySession], bool] | None = attrs.field(default=None, eq=False)
+
+    def matches(self, event: LifecycleEvent) -> bool:
+        """Whether ``event`` triggers this breakpoint (request and event breakpoints)."""
+        if self.kind == "request":
+            return event.request_id == self.request_id and (
+                not self.kinds or event.kind in self.kinds
+            )
+        if self.kind == "event":
+            return event.kind in self.kinds
+        return False
+
+
+@attrs.frozen
+class Stop:
+    """Where and why a session stopped.
+
+    Attributes:
+        reason: ``"step"``, ``"time"`` (reached the instant asked for), ``"predicate"``,
+            ``"request"`` (the request reached the state asked for), ``"breakpoint"`` or
+            ``"finished"`` (the run is over; :attr:`ReplaySession.result` is set).
+        now_ns: the virtual time.
+        events: the lifecycle events that explain the stop: those recorded by the last step,
+            or those that matched the breakpoint or request state.
+        breakpoint: the breakpoint hit, if any.
+        description: all of the above in words (also ``str(stop)``).
+    """
+
+    reason: StopReason
+    now_ns: int
+    events: tuple[LifecycleEvent, ...] = ()
+    breakpoint: Breakpoint | None = None
+    description: str = ""
+
+    def __str__(self) -> str:
+        return self.description
+
+
+@attrs.frozen
+class EngineState:
+    """One engine, as seen between two steps.
+
+    Attributes:
+        index: the engine's index.
+        role: ``aggregated``, ``prefill`` or ``decode``.
+        waiting: request ids in the waiting queue, head first.
+        running: request ids in the running list (the batch the next pass serves).
+        in_pass: whether a pass is in flight.
+        pass_end_ns: when the pass in flight ends (its deadline), if any.
+        kv_blocks_used: KV blocks held by requests.
+        kv_blocks_free: KV blocks free (cached or not).
+        kv_blocks_total: all KV blocks.
+        cached_blocks: blocks that hold a reusable prefix key (held or free).
+        held: prefill role, requests whose KV is held for a transfer.
+        reserving: decode role, requests waiting for a reservation.
+        passes: passes planned so far.
+    """
+
+    index: int
+    role: str
+    waiting: tuple[str, ...]
+    running: tuple[str, ...]
+    in_pass: bool
+    pass_end_ns: int | None
+    kv_blocks_used: int
+    kv_blocks_free: int
+    kv_blocks_total: int
+    cached_blocks: int
+    held: tuple[str, ...]
+    reserving: tuple[str, ...]
+    passes: int
+
+    def describe(self) -> str:
+        """Return a few lines about the engine."""
+        head = f"engine {self.index} ({self.role}): {self.passes} passes"
+        if self.in_pass and self.pass_end_ns is not None:
+            head += f", pass in flight until {format_ns(self.pass_end_ns)}"
+        lines = [
+            head,
+            f"  waiting ({len(self.waiting)}): {_ids(self.waiting)}",
+            f"  running ({len(self.running)}): {_ids(self.running)}",
+            f"  KV blocks: {self.kv_blocks_used} used, {self.kv_blocks_free} free of "
+            f"{self.kv_blocks_total}; {self.cached_blocks} hold cached prefixes",
+        ]
+        if self.held:
+            lines.append(f"  held for transfer: {_ids(self.held)}")
+        if self.reserving:
+            lines.append(f"  awaiting reservation: {_ids(self.reserving)}")
+        return "\n".join(lines)
+
+
+@attrs.frozen
+class RequestState:
+    """One request, as seen between two steps.
+
+    Attributes:
+        request_id: the request.
+        state: ``"pending"`` (not released yet), ``"routing"`` (with the policy),
+            ``"offered"``, ``"committed"``, ``"waiting"``, ``"running"``,
+            ``"awaiting_decode"``, ``"transferring"``, ``"completed"``, ``"rejected"`` or
+            ``"failed"``.
+        engine: the engine of its last engine event, if any.
+        history: its lifecycle events so far, except per-token ones (the token times are in
+            ``trace.token_times_ns``).
+        trace: its live :class:`engines.RequestTrace` (``None`` while pending).
+    """
+
+    request_id: str
+    state: str
+    engine: int | None
+    history: tuple[LifecycleEvent, ...]
+    trace: RequestTrace | None = attrs.field(eq=False)
+
+    def describe(self) -> str:
+        """Return the request's state and history, one event per line."""
+        where = "" if self.engine is None else f" on engine {self.engine}"
+        lines = [f"request {self.request_id!r}: {self.state}{where}"]
+        if self.trace is not None and self.trace.token_times_ns:
+            lines.append(
+                f"  tokens: {len(self.trace.token_times_ns)}, first at "
+                f"{format_ns(self.trace.token_times_ns[0])}"
+            )
+        lines.extend(f"  {describe_event(e)}" for e in self.history)
+        return "\n".join(lines)
+
+
+@attrs.frozen
+class PolicyState:
+    """The policy, as seen between two steps.
+
+    Attributes:
+        name: the policy's name.
+        held: ids of requests the policy holds (received, not placed, not ended).
+        queued: requests released to the policy that it has not taken from its stream yet.
+        unsettled: requests received that are neither terminal nor committed to an engine.
+        next_wakeup_ns: the earliest instant a policy coroutine sleeps until, if any.
+    """
+
+    name: str
+    held: tuple[str, ...]
+    queued: int
+    unsettled: int
+    next_wakeup_ns: int | None
+
+    def describe(self) -> str:
+        """Return a few lines about the policy."""
+        wakeup = "none" if self.next_wakeup_ns is None else format_ns(self.next_wakeup_ns)
+        return (
+            f"policy {self.name!r}: holds {len(self.held)} ({_ids(self.held)}), "
+            f"{self.queued} not yet taken, {self.unsettled} unsettled; next wakeup: {wakeup}"
+        )
+
+
+def _ids(ids: tuple[str, ...], limit: int = 8) -> str:
+    if not ids:
+        return "-"
+    shown = ", ".join(ids[:limit])
+    return shown + (f", ... (+{len(ids) - limit})" if len(ids) > limit else "")
+
+
+def _stop_loop(future: asyncio.Future[Any]) -> None:
+    """Done callback of the run's main task: stop the loop, as ``run_until_complete`` does."""
+    future.get_loop().stop()
+
+
+def _detached(fn: Callable[[], T]) -> T:
+    """Call ``fn`` with no running loop in this thread (the session's loop takes its place)."""
+    outer = asyncio.events._get_running_loop()
+    asyncio.events._set_running_loop(None)
+    try:
+        return fn()
+    finally:
+        asyncio.events._set_running_loop(outer)
+
+
+@attrs.define(eq=False)
+class ReplaySession:
+    """One replay, built but not run, that can be stepped, inspected and resumed.
+
+    Build it with :meth:`ReplaySession.build` (the arguments of :func:`replay.run`).
+
+    States: *ready* (built, or stopped between steps), *finished* (the run is over:
+    :attr:`result` is set and stepping methods return a ``"finished"`` stop at once),
+    *failed* (a step raised; the session cannot go on). Breakpoints are checked by every
+    running method except :meth:`step`, :meth:`step_callback` and :meth:`run`; a time
+    breakpoint stops the session with the clock at that instant and nothing at that instant
+    run yet; an event or request breakpoint stops it right after the callback that recorded
+    the matching event.
+    """
+
+    _run: _Run
+    _workload: Workload
+    _seed: int
+    _slo: SLO | None
+    _echo: dict[str, Any]
+    _loop: simclock.VirtualEventLoop = attrs.field(init=False)
+    _main: asyncio.Task[None] = attrs.field(init=False)
+    _breakpoints: list[Breakpoint] = attrs.field(factory=list, init=False)
+    _next_number: int = attrs.field(default=1, init=False)
+    _history: dict[str, list[LifecycleEvent]] = attrs.field(factory=dict, init=False)
+    _last_kind: dict[str, tuple[EventKind, int | None]] = attrs.field(factory=dict, init=False)
+    _recent: list[LifecycleEvent] = attrs.field(factory=list, init=False)
+    _matched: list[tuple[Breakpoint, LifecycleEvent]] = attrs.field(factory=list, init=False)
+    _watch: Callable[[LifecycleEvent], bool] | None = attrs.field(default=None, init=False)
+    _predicate_states: dict[int, bool] = attrs.field(factory=dict, init=False)
+    _watched: list[LifecycleEvent] = attrs.field(factory=list, init=False)
+    _result: ReplayResult | None = attrs.field(default=None, init=False)
+    _error: BaseException | None = attrs.field(default=None, init=False)
+    _wall_s: float = attrs.field(default=0.0, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._loop = simclock.new_event_loop()
+        self._run.build()
+        self._run.journal.subscribe(self._on_event)
+        self._main = self._loop.create_task(self._run.main(), name="replay")
+        self._main.add_done_callback(_stop_loop)
+
+    @classmethod
+    def build(
+        cls,
+        workload: Workload,
+        *,
+        topology: Topology,
+        policy: Policy,
+        seed: int = 0,
+        slo: SLO | None = None,
+        tokenizer: TokenizerStageLike | None = None,
+        max_virtual_time_s: float | None = None,
+        keep_events: bool = False,
+        config: Mapping[str, object] | None = None,
+    ) -> ReplaySession:
+        """Build a replay exactly as :func:`replay.run` would, without running anything.
+
+        Args:
+            workload: the requests to replay.
+            topology: builds the engines (e.g. :class:`replay.Aggregated`).
+            policy: places the requests (a fresh policy object).
+            seed: the run seed (int >= 0).
+            slo: service-level objectives for goodput.
+            tokenizer: an optional frontend tokenization stage.
+            max_virtual_time_s: stop releasing after this virtual time.
+            keep_events: keep every lifecycle event in the journal.
+            config: extra configuration to echo in the report.
+
+        Returns:
+            The session, at virtual time 0 with nothing run.
+
+        Raises:
+            WorkloadValidationError: the workload or an option is invalid.
+        """
+        seed = _check_seed(seed)
+        cutoff_ns: int | None = None
+        if max_virtual_time_s is not None:
+            if not math.isfinite(max_virtual_time_s) or max_virtual_time_s <= 0:
+                raise WorkloadValidationError(
+                    f"max_virtual_time_s: must be finite and > 0, got {max_virtual_time_s!r}"
+                )
+            cutoff_ns = round(max_virtual_time_s * 1_000_000_000)
+        prepared = prepare(workload, engine_block_size=topology.block_size)
+        seeds = tuple(np.random.SeedSequence(seed).spawn(len(SEED_STREAMS)))
+        run = _Run(prepared, topology, policy, seeds, tokenizer, cutoff_ns, keep_events)
+        echo: dict[str, Any] = {
+            "seed": seed,
+            "policy": policy_name(policy),
+            "topology": dict(topology.describe()),
+            "tokenizer": None if tokenizer is None else attrs.asdict(cast(Any, tokenizer)),
+            "max_virtual_time_s": max_virtual_time_s,
+            "workload": {
+                "source": workload.source,
+                "format": workload.format,
+                "requests": len(workload.requests),
+            },
+        }
+        if config:
+            echo["config"] = dict(config)
+        return cls(run, workload, seed, slo, echo)
+
+    # -- recording ------------------------------------------------------------------------
+
+    def _on_event(self, event: LifecycleEvent) -> None:
+        self._recent.append(event)
+        self._last_kind[event.request_id] = (event.kind, event.engine)
+        if event.kind is not EventKind.TOKEN:
+            self._history.setdefault(event.request_id, []).append(event)
+        for bp in self._breakpoints:
+            if bp.matches(event):
+                self._matched.append((bp, event))
+        if self._watch is not None and self._watch(event):
+            self._watched.append(event)
+
+    # -- the clock ----------------------------------------------------------------------
+
+    @property
+    def loop(self) -> simclock.VirtualEventLoop:
+        """The session's virtual event loop (for :meth:`~simclock.VirtualEventLoop.snapshot`)."""
+        return self._loop
+
+    @property
+    def now_ns(self) -> int:
+        """The virtual time, in integer nanoseconds."""
+        return self._loop.time_ns()
+
+    @property
+    def now_s(self) -> float:
+        """The virtual time, in seconds."""
+        return self._loop.time_ns() / 1e9
+
+    @property
+    def finished(self) -> bool:
+        """Whether the run is over (:attr:`result` is set)."""
+        return self._result is not None
+
+    @property
+    def result(self) -> ReplayResult:
+        """The report of the finished run.
+
+        Raises:
+            RuntimeError: the run is not finished yet.
+        """
+        if self._result is None:
+            raise RuntimeError("the replay is not finished; call run() or resume() first")
+        return self._result
+
+    def _next_event_ns(self) -> int | None:
+        """The instant of the next callback, or ``None`` if nothing is scheduled."""
+        loop: Any = self._loop
+        if loop._has_work_now():
+            return self.now_ns
+        pending = [entry[0] for entry in loop._timers if not entry[2]._cancelled]
+        return min(pending) if pending else None
+
+    # -- running --------------------------------------------------------------------------
+
+    def _check_usable(self) -> None:
+        if self._error is not None:
+            raise RuntimeError(
+                "the replay session failed and cannot go on: "
+                f"{type(self._error).__name__}: {self._error}"
+            ) from self._error
+
+    def _drive(self, until_ns: int | None, predicate: Callable[[], bool] | None) -> None:
+        """Run callbacks until the main task is done, a breakpoint matches, ``predicate()``
+        holds, or the next callback is at ``until_ns`` or later (then set the clock there)."""
+        main = self._main
+        matched = self._matched
+        by_predicate = False
+
+        def stop() -> bool:
+            nonlocal by_predicate
+            if main.done() or matched:
+                return True
+            if predicate is not None and predicate():
+                by_predicate = True
+                return True
+            if until_ns is not None:
+                nxt = self._next_event_ns()
+                return nxt is not None and nxt >= until_ns
+            return False
+
+        try:
+            while True:
+                try:
+                    more = self._loop.run_until(stop)
+                except simclock.DeadlockError:
+                    if not self._run.quiesce():
+                        raise
+                    continue
+                break
+            if (
+                more
+                and until_ns is not None
+                and not main.done()
+                and not matched
+                and until_ns > self.now_ns
+                and not by_predicate
+            ):
+                self._loop.run_until_ns(until_ns)
+        except BaseException as error:
+            self._error = error
+            raise
+
+    def _finish(self) -> None:
+        """Run the rest exactly as :func:`replay.run` does and build the result."""
+        if self._result is not None:
+            return
+        loop = self._loop
+        main = self._main
+        wall_start = time.perf_counter()
+        try:
+            if main.done():
+                loop.run_forever()  # the rest of the callback batch, then _stop_loop stops it
+            else:
+                main.remove_done_callback(_stop_loop)
+                while True:
+                    try:
+                        loop.run_until_complete(main)
+                    except simclock.DeadlockError:
+                        if not self._run.quiesce():
+                            raise
+                        continue
+                    break
+            main.result()
+            stats = loop.stats()
+        except BaseException as error:
+            self._error = error
+            loop.close()
+            raise
+        loop.close()
+        self._wall_s += time.perf_counter() - wall_start
+        run = self._run
+        meta = RunMeta(
+            seed=self._seed,
+            event_counts=run.journal.event_counts(),
+            config=self._echo,
+            virtual_duration_ms=stats.now_ns / 1_000_000,
+            wall_time_s=self._wall_s,
+            events_processed=stats.events,
+            engines=run.engine_usage(),
+        )
+        self._result = finalize(run.journal, workload=self._workload, meta=meta, slo=self._slo)
+
+    def _stopped(
+        self,
+        reason: StopReason,
+        events: tuple[LifecycleEvent, ...] = (),
+        bp: Breakpoint | None = None,
+        what: str = "",
+    ) -> Stop:
+        head = f"stopped at {format_ns(self.now_ns)}"
+        if reason == "finished":
+            head = f"finished at {format_ns(self.now_ns)}"
+        if bp is not None:
+            head += f": breakpoint {bp.number} ({bp.description})"
+        elif what:
+            head += f": {what}"
+        lines = [head, *(f"  {describe_event(e)}" for e in events)]
+        return Stop(reason, self.now_ns, events, bp, "\n".join(lines))
+
+    def _timed(self, fn: Callable[[], T]) -> T:
+        start = time.perf_counter()
+        try:
+            return fn()
+        finally:
+            self._wall_s += time.perf_counter() - start
+
+    def _end_or_none(self) -> Stop | None:
+        if self._result is not None:
+            return self._stopped("finished", what="the run is over")
+        if self._main.done():
+            self._finish()
+            return self._stopped("finished", what="the run is over")
+        return None
+
+    def step(self) -> Stop:
+        """Run until at least one lifecycle event is recorded (or the run ends).
+
+        Breakpoints are not checked. Several events recorded by the same callback (a pass
+        commit, for example) are all returned.
+
+        Returns:
+            A ``"step"`` stop whose ``events`` are the events recorded, or ``"finished"``.
+        """
+        self._check_usable()
+        done = self._end_or_none()
+        if done is not None:
+            return done
+        self._recent.clear()
+        self._matched.clear()
+        recent = self._recent
+        saved, self._breakpoints = self._breakpoints, []
+        try:
+            self._timed(lambda: self._drive(None, lambda: bool(recent)))
+        finally:
+            self._breakpoints = saved
+        events = tuple(self._recent)
+        done = self._end_or_none()
+        if done is not None and not events:
+            return done
+        return self._stopped("step", events, what="one step")
+
+    def step_callback(self) -> Stop:
+        """Run exactly one callback of the virtual loop (a task step, a timer, ...).
+
+        Returns:
+            A ``"step"`` stop with the events that callback recorded (often none), or
+            ``"finished"``.
+        """
+        self._check_usable()
+        done = self._end_or_none()
+        if done is not None:
+            return done
+        self._recent.clear()
+        label = ""
+        try:
+            while True:
+                try:
+                    ran = self._loop.step()
+                except simclock.DeadlockError:
+                    if not self._run.quiesce():
+                        raise
+                    continue
+                label = "" if ran is None else ran.label
+                break
+        except BaseException as error:
+            self._error = error
+            raise
+        events = tuple(self._recent)
+        done = self._end_or_none()
+        if done is not None and not events:
+            return done
+        return self._stopped("step", events, what=f"ran {label}" if label else "one callback")
+
+    def run_until(
+        self,
+        target: int | Callable[[ReplaySession], bool] | None = None,
+        *,
+        time_ns: int | None = None,
+        time_s: float | None = None,
+    ) -> Stop:
+        """Run to a virtual instant, or until a predicate holds, or until a breakpoint.
+
+        Args:
+            target: an instant in integer nanoseconds, or a predicate called with the
+                session before every callback.
+            time_ns: the instant in integer nanoseconds (instead of ``target``).
+            time_s: the instant in seconds (instead of ``target``).
+
+        Returns:
+            A ``"time"`` stop with the clock at the instant (nothing at that instant run
+            yet), a ``"predicate"`` stop, a ``"breakpoint"`` stop, or ``"finished"``.
+
+        Raises:
+            ValueError: neither or both of an instant and a predicate, or an instant in the
+                past.
+        """
+        given = sum(x is not None for x in (target, time_ns, time_s))
+        if given > 1:
+            raise ValueError("give run_until one of target, time_ns and time_s")
+        if time_ns is not None:
+            target = time_ns
+        if time_s is not None:
+            if not math.isfinite(time_s):
+                raise ValueError(f"time_s must be finite, got {time_s!r}")
+            target = round(time_s * 1_000_000_000)
+        if target is None:
+            raise ValueError("run_until needs an instant (ns or time_s=) or a predicate")
+        if callable(target):
+            check = target
+            return self._run_to(None, lambda: check(self), "predicate", "the predicate holds")
+        if isinstance(target, bool) or not isinstance(target, int):
+            raise ValueError(f"run_until target must be an int of ns or a callable, got {target!r}")
+        if target < self.now_ns:
+            raise ValueError(
+                f"cannot run back in time: {target} ns is before now ({self.now_ns} ns)"
+            )
+        return self._run_to(target, None, "time", f"reached {format_ns(target)}")
+
+    def resume(self) -> Stop:
+        """Run until a breakpoint is hit or the run ends.
+
+        Returns:
+            A ``"breakpoint"`` stop describing the event, or ``"finished"``.
+        """
+        return self._run_to(None, None, "finished", "")
+
+    def run_until_request(self, request_id: str, state: EventKind | str = "finished") -> Stop:
+        """Run until request ``request_id``'s next ``state`` event (or a breakpoint hits).
+
+        Args:
+            request_id: a request of the workload.
+            state: an event kind (or its value: ``"arrived"``, ``"queued"``,
+                ``"admitted"``, ``"first_token"``, ``"preempted"``, ``"finished"``, ...), or
+                ``"terminal"`` for any of finished, rejected and failed.
+
+        Returns:
+            A ``"request"`` stop whose ``events`` hold the matching event (at once, with the
+            latest such event if any, when the request has already ended), a
+            ``"breakpoint"`` stop, or ``"finished"``.
+
+        Raises:
+            ValueError: the request is not in the workload, or ``state`` is unknown.
+        """
+        if request_id not in self._run.prepared.positions:
+            raise ValueError(f"no request {request_id!r} in the workload")
+        kinds = _TERMINAL if state == "terminal" else frozenset({_event_kind(state)})
+        label = "terminal" if state == "terminal" else _event_kind(state).value
+        last = self._last_kind.get(request_id)
+        if last is not None and last[0] in _TERMINAL:
+            past = [e for e in self._history.get(request_id, []) if e.kind in kinds]
+            return self._stopped(
+                "request",
+                tuple(past[-1:]),
+                what=f"request {request_id!r} has ended ({last[0].value})",
+            )
+        self._watched.clear()
+        watched = self._watched
+        self._watch = lambda e: e.request_id == request_id and e.kind in kinds
+        try:
+            return self._run_to(
+                None, lambda: bool(watched), "request", f"request {request_id!r} reached {label}"
+            )
+        finally:
+            self._watch = None
+
+    def _run_to(
+        self,
+        until_ns: int | None,
+        predicate: Callable[[], bool] | None,
+        reason: StopReason,
+        what: str,
+    ) -> Stop:
+        self._check_usable()
+        done = self._end_or_none()
+        if done is not None:
+            return done
+        self._matched.clear()
+        now = self.now_ns
+        times = [bp for bp in self._breakpoints if bp.kind == "time" and bp.time_ns is not None]
+        time_bp = min(
+            (bp for bp in times if cast(int, bp.time_ns) >= now),
+            key=lambda bp: cast(int, bp.time_ns),
+            default=None,
+        )
+        stop_ns = until_ns
+        if time_bp is not None and (stop_ns is None or cast(int, time_bp.time_ns) < stop_ns):
+            stop_ns = time_bp.time_ns
+        checks = [bp for bp in self._breakpoints if bp.kind == "predicate"]
+        hit: list[Breakpoint] = []
+
+        states = self._predicate_states
+
+        def pred() -> bool:
+            if predicate is not None and predicate():
+                return True
+            fired = False
+            for bp in checks:
+                value = bool(cast(Callable[[ReplaySession], bool], bp.predicate)(self))
+                if value and not states.get(bp.number, False) and not fired:
+                    hit.append(bp)
+                    fired = True
+                states[bp.number] = value
+            return fired
+
+        self._timed(lambda: self._drive(stop_ns, pred))
+        if self._matched:
+            bp, _ = self._matched[0]
+            events = tuple(e for b, e in self._matched if b is bp)
+            self._matched.clear()
+            return self._stopped("breakpoint", events, bp)
+        if hit:
+            return self._stopped("breakpoint", (), hit[0])
+        if self._main.done():
+            self._finish()
+            return self._stopped("finished", what="the run is over")
+        if predicate is not None and predicate():
+            return self._stopped(reason, tuple(self._watched), what=what)
+        if stop_ns is not None and self.now_ns == stop_ns:
+            if time_bp is not None and time_bp.time_ns == stop_ns:
+                self._breakpoints.remove(time_bp)
+                return self._stopped("breakpoint", (), time_bp)
+            return self._stopped(reason, (), what=what)
+        self._finish()  # pragma: no cover - the loop ran dry without the main task ending
+        return self._stopped("finished", what="the run is over")  # pragma: no cover
+
+    def run(self) -> ReplayResult:
+        """Run to the end, ignoring breakpoints, and return the report.
+
+        Returns:
+            The :class:`replay.ReplayResult`, the same as :func:`replay.run` gives.
+
+        Raises:
+            ReplayFailedError: a step failed, as in :func:`replay.run`.
+        """
+        self._check_usable()
+        self._finish()
+        result = self.result
+        failure = self._run.runtime.failure or self._run.engine_failure
+        if failure is not None:
+            raise ReplayFailedError(
+                f"replay failed: {type(failure).__name__}: {failure}", result=result
+            ) from failure
+        return result
+
+    def close(self) -> None:
+        """Abandon an unfinished run: cancel its tasks and close its loop (idempotent).
+
+        A finished session is already closed. After :meth:`close` the session can still be
+        inspected but not stepped.
+        """
+        loop = self._loop
+        if loop.is_closed():
+            return
+        tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
+        for task in tasks:
+            task.cancel()
+        try:
+            if tasks:
+                gathered = asyncio.gather(*tasks, return_exceptions=True)
+                loop.run_until_complete(gathered)
+        finally:
+            loop.close()
+            if self._result is None and self._error is None:
+                self._error = RuntimeError("the session was closed")
+
+    def __enter__(self) -> ReplaySession:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    # -- awaitable variants -------------------------------------------------------------
+
+    async def astep(self) -> Stop:
+        """:meth:`step` from inside a running event loop (an async test)."""
+        stop = _detached(self.step)
+        await asyncio.sleep(0)
+        return stop
+
+    async def arun_until(
+        self,
+        target: int | Callable[[ReplaySession], bool] | None = None,
+        *,
+        time_ns: int | None = None,
+        time_s: float | None = None,
+    ) -> Stop:
+        """:meth:`run_until` from inside a running event loop."""
+        stop = _detached(lambda: self.run_until(target, time_ns=time_ns, time_s=time_s))
+        await asyncio.sleep(0)
+        return stop
+
+    async def arun_until_request(
+        self, request_id: str, state: EventKind | str = "finished"
+    ) -> Stop:
+        """:meth:`run_until_request` from inside a running event loop."""
+        stop = _detached(lambda: self.run_until_request(request_id, state))
+        await asyncio.sleep(0)
+        return stop
+
+    async def aresume(self) -> Stop:
+        """:meth:`resume` from inside a running event loop."""
+        stop = _detached(self.resume)
+        await asyncio.sleep(0)
+        return stop
+
+    async def arun(self) -> ReplayResult:
+        """:meth:`run` from inside a running event loop."""
+        result = _detached(self.run)
+        await asyncio.sleep(0)
+        return result
+
+    # -- breakpoints --------------------------------------------------------------------
+
+    def _add(self, bp: Breakpoint) -> Breakpoint:
+        self._breakpoints.append(bp)
+        self._next_number += 1
+        return bp
+
+    def break_at(self, time_ns: int | None = None, *, time_s: float | None = None) -> Breakpoint:
+        """Stop when the clock reaches an instant (before anything at that instant runs).
+
+        Args:
+            time_ns: the instant in integer nanoseconds.
+            time_s: the instant in seconds (instead of ``time_ns``).
+
+        Returns:
+            The breakpoint (it fires once).
+
+        Raises:
+            ValueError: neither or both given, or the instant is in the past.
+        """
+        if (time_ns is None) == (time_s is None):
+            raise ValueError("give break_at exactly one of time_ns and time_s")
+        when = time_ns if time_ns is not None else round(cast(float, time_s) * 1_000_000_000)
+        if when < self.now_ns:
+            raise ValueError(
+                f"cannot break in the past: {when} ns is before now ({self.now_ns} ns)"
+            )
+        return self._add(
+            Breakpoint(self._next_number, "time", f"at {format_ns(when)}", time_ns=when)
+        )
+
+    def break_on_request(self, request_id: str, *kinds: EventKind | str) -> Breakpoint:
+        """Stop after any event of ``request_id`` (or only events of ``kinds``).
+
+        Raises:
+            ValueError: the request is not in the workload, or a kind is unknown.
+        """
+        if request_id not in self._run.prepared.positions:
+            raise ValueError(f"no request {request_id!r} in the workload")
+        resolved = frozenset(_event_kind(k) for k in kinds)
+        names = "any event" if not resolved else "/".join(sorted(k.value for k in resolved))
+        return self._add(
+            Breakpoint(
+                self._next_number,
+                "request",
+                f"request {request_id!r}: {names}",
+                request_id=request_id,
+                kinds=resolved,
+            )
+        )
+
+    def break_on(self, *kinds: EventKind | str) -> Breakpoint:
+        """Stop after any event of ``kinds``: e.g. ``"preemption"``, ``"rejection"``,
+        ``"abort"`` (a dispatch abort), ``"failure"``, or any event kind value.
+
+        Raises:
+            ValueError: no kind given, or a kind is unknown.
+        """
+        if not kinds:
+            raise ValueError("break_on needs at least one event kind")
+        resolved = frozenset(_event_kind(k) for k in kinds)
+        names = "/".join(sorted(k.value for k in resolved))
+        return self._add(Breakpoint(self._next_number, "event", names, kinds=resolved))
+
+    def break_when(
+        self, predicate: Callable[[ReplaySession], bool], *, description: str = "a predicate"
+    ) -> Breakpoint:
+        """Stop before a callback at which ``predicate(session)`` has become true.
+
+        The breakpoint fires the first time the predicate holds, then again each time it
+        turns from false to true. It runs before every callback: keep it cheap.
+        """
+        return self._add(
+            Breakpoint(self._next_number, "predicate", description, predicate=predicate)
+        )
+
+    @property
+    def breakpoints(self) -> tuple[Breakpoint, ...]:
+        """The breakpoints set, in creation order."""
+        return tuple(self._breakpoints)
+
+    def delete(self, bp: Breakpoint | int) -> None:
+        """Remove a breakpoint (or the one with that number).
+
+        Raises:
+            ValueError: no such breakpoint.
+        """
+        number = bp if isinstance(bp, int) else bp.number
+        for existing in self._breakpoints:
+            if existing.number == number:
+                self._breakpoints.remove(existing)
+                return
+        raise ValueError(f"no breakpoint {number}")
+
+    def clear_breakpoints(self) -> None:
+        """Remove every breakpoint."""
+        self._breakpoints.clear()
+
+    # -- inspection ---------------------------------------------------------------------
+
+    @property
+    def engines(self) -> tuple[Engine, ...]:
+        """The live engines (read their ``view``; do not call their handshake methods)."""
+        return self._run.engines
+
+    def engine(self, index: int) -> EngineState:
+        """Return engine ``index`` as it is now.
+
+        Raises:
+            IndexError: no such engine.
+        """
+        if not 0 <= index < len(self._run.engines):
+            raise IndexError(f"no engine {index}; the topology has {len(self._run.engines)}")
+        engine = self._run.engines[index]
+        snap = engine.snapshot()
+        view = engine.view
+        waiter = f"engine[{index}]"
+        deadline: int | None = None
+        if snap.in_pass:
+            for timer in self._loop.snapshot().pending_timers:
+                if timer.waiter == waiter and timer.kind is simclock.WakeupKind.ENGINE_DEADLINE:
+                    deadline = timer.when_ns
+                    break
+        return EngineState(
+            index=index,
+            role=engine.role,
+            waiting=snap.waiting,
+            running=snap.running,
+            in_pass=snap.in_pass,
+            pass_end_ns=deadline,
+            kv_blocks_used=view.kv_blocks_used,
+            kv_blocks_free=view.kv_blocks_free,
+            kv_blocks_total=view.kv_blocks_total,
+            cached_blocks=sum(1 for key in snap.block_keys if key != 0),
+            held=snap.held,
+            reserving=snap.reserving,
+            passes=engine.passes,
+        )
+
+    def request(self, request_id: str) -> RequestState:
+        """Return request ``request_id`` as it is now.
+
+        Raises:
+            ValueError: the request is not in the workload.
+        """
+        if request_id not in self._run.prepared.positions:
+            raise ValueError(f"no request {request_id!r} in the workload")
+        last = self._last_kind.get(request_id)
+        state = "pending" if last is None else _STATE_OF[last[0]]
+        history = tuple(self._history.get(request_id, ()))
+        engine = next((e.engine for e in reversed(history) if e.engine is not None), None)
+        return RequestState(
+            request_id, state, engine, history, self._run.journal.traces.get(request_id)
+        )
+
+    def in_flight(self) -> tuple[RequestState, ...]:
+        """Every released request that has not ended, in release order."""
+        return tuple(
+            self.request(rid) for rid, (kind, _) in self._last_kind.items() if kind not in _TERMINAL
+        )
+
+    def prefix_hits(self, request_id: str) -> tuple[int, ...]:
+        """Prompt tokens of ``request_id`` each engine holds cached now, by engine index.
+
+        Raises:
+            ValueError: the request is not in the workload.
+        """
+        position = self._run.prepared.positions.get(request_id)
+        if position is None:
+            raise ValueError(f"no request {request_id!r} in the workload")
+        request = self._run.prepared.requests[position]
+        context = self._run.runtime.context
+        return tuple(context.prefix_overlap_tokens(request, e.index) for e in self._run.engines)
+
+    def policy(self) -> PolicyState:
+        """Return the policy's pending work and next wakeup as they are now."""
+        runtime = self._run.runtime
+        wakeups = [
+            t.when_ns
+            for t in self._loop.snapshot().pending_timers
+            if t.kind is simclock.WakeupKind.POLICY_WAKEUP and t.when_ns is not None
+        ]
+        return PolicyState(
+            name=runtime.name,
+            held=tuple(runtime.held_request_ids()),
+            queued=len(runtime.stream),
+            unsettled=runtime.unsettled,
+            next_wakeup_ns=min(wakeups) if wakeups else None,
+        )
+
+    def describe(self) -> str:
+        """Return the whole state as text: time, engines, policy, requests in flight."""
+        flying = self.in_flight()
+        lines = [f"virtual time {format_ns(self.now_ns)}"]
+        lines.extend(self.engine(e.index).describe() for e in self._run.engines)
+        lines.append(self.policy().describe())
+        by_state: dict[str, int] = {}
+        for r in flying:
+            by_state[r.state] = by_state.get(r.state, 0) + 1
+        counts = ", ".join(f"{n} {s}" for s, n in sorted(by_state.items())) or "none"
+        lines.append(f"in flight: {len(flying)} ({counts})")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        state = "finished" if self._result is not None else "ready"
+        return f"<ReplaySession {state} at {format_ns(self.now_ns)}>"
