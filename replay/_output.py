@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
+import secrets
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -232,8 +232,11 @@ def write_outputs(result: ReplayResult, out_dir: str | os.PathLike[str]) -> tupl
     renamed: list[Path] = []
     try:
         for name, data in contents.items():
-            fd, temp = tempfile.mkstemp(prefix=f".{name}.", suffix=".tmp", dir=directory)
-            temps[name] = Path(temp)
+            # os.open with mode 0o666 keeps the usual umask-derived permissions (mkstemp
+            # would make the files private); the random part only keeps names unique.
+            temp = directory / f".{name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            temps[name] = temp
             with os.fdopen(fd, "wb") as handle:
                 _write(handle, data)
         for name in OUTPUT_FILES:

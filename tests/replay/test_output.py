@@ -59,6 +59,14 @@ def test_write_outputs_writes_the_three_files(tmp_path: Path) -> None:
     assert sorted(os.listdir(tmp_path / "out")) == sorted(OUTPUT_FILES)
 
 
+def test_files_get_the_permissions_of_an_ordinary_new_file(tmp_path: Path) -> None:
+    ordinary = tmp_path / "ordinary"
+    ordinary.write_text("")
+    write_outputs(_result(), tmp_path / "out")
+    for name in OUTPUT_FILES:
+        assert (tmp_path / "out" / name).stat().st_mode == ordinary.stat().st_mode
+
+
 def test_summary_json_is_versioned_and_uses_vllm_metric_names(tmp_path: Path) -> None:
     write_outputs(_result(), tmp_path)
     summary = json.loads((tmp_path / "summary.json").read_text())
