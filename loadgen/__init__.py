@@ -26,6 +26,10 @@ from ._request import Identity as Identity
 from ._request import Lineage as Lineage
 from ._request import Request as Request
 from ._request import as_hash_ids as as_hash_ids
+from ._stats import LengthStats as LengthStats
+from ._stats import WorkloadStats as WorkloadStats
+from ._stats import nominal_release_ms as nominal_release_ms
+from ._stats import workload_stats as workload_stats
 from ._weka import read_weka as read_weka
 from ._workload import Play as Play
 from ._workload import SubagentGroup as SubagentGroup
@@ -39,6 +43,7 @@ __all__ = (
     "Dep",
     "FormatChoice",
     "Identity",
+    "LengthStats",
     "Lineage",
     "LineageResult",
     "Play",
@@ -49,11 +54,13 @@ __all__ = (
     "Workload",
     "WorkloadConfigError",
     "WorkloadRunError",
+    "WorkloadStats",
     "as_hash_ids",
     "derive_lineage",
     "detect_format",
     "lineage_from_json",
     "lineage_to_json",
+    "nominal_release_ms",
     "read_agentic",
     "read_azure",
     "read_burstgpt",
@@ -62,4 +69,5 @@ __all__ = (
     "read_trace",
     "read_vidur",
     "read_weka",
+    "workload_stats",
 )

@@ -12,6 +12,8 @@ __all__ = ("ContentInterner", "LocalScope", "Run", "reblock")
 
 Ids = npt.NDArray[np.int64]
 
+_TABLE_LIMIT = 1 << 24
+
 
 @attrs.define(eq=False)
 class ContentInterner:
@@ -101,14 +103,19 @@ class ContentInterner:
 class LocalScope:
     """A content scope private to one play; draws ids from its run's interner.
 
-    State: the parent interner and this scope's table ``raw id -> int``.
+    State: the parent interner and this scope's tables ``raw id -> int`` (a dictionary,
+    and while only small non-negative ints were interned, an array indexed by them; the
+    array moves into the dictionary the first time anything else comes).
     """
 
     parent: ContentInterner
     table: dict[Hashable, int] = attrs.field(factory=dict, repr=False)
+    lookup: Ids | None = attrs.field(default=None, repr=False)
 
     def intern_many(self, raws: Sequence[Hashable]) -> list[int]:
         """Intern every raw id of ``raws`` in order and return their ints."""
+        if self.lookup is not None:
+            self._drop_lookup()
         table = self.table
         out: list[int] = []
         nxt = self.parent.next_id
@@ -124,6 +131,44 @@ class LocalScope:
     def intern(self, raw: Hashable) -> int:
         """Intern one raw id."""
         return self.intern_many((raw,))[0]
+
+    def intern_ints(self, raws: Ids) -> Ids:
+        """Intern an array of non-negative int ids, vectorized; same result as
+        :meth:`intern_many` on ``raws.tolist()``.
+
+        Ids below a bound go through a lookup table, larger ones through the dictionary.
+        """
+        if raws.size == 0:
+            return np.empty(0, dtype=np.int64)
+        top = int(raws.max())
+        if self.lookup is None and not self.table:
+            self.lookup = np.full(max(1024, top + 1), -1, dtype=np.int64)
+        if self.lookup is None or int(raws.min()) < 0 or top >= _TABLE_LIMIT:
+            return np.asarray(self.intern_many(raws.tolist()), dtype=np.int64)
+        if self.lookup.size <= top:
+            grown = np.full(max(top + 1, 2 * self.lookup.size), -1, dtype=np.int64)
+            grown[: self.lookup.size] = self.lookup
+            self.lookup = grown
+        found = self.lookup[raws]
+        missing = found < 0
+        if missing.any():
+            fresh = raws[missing]
+            unique, first = np.unique(fresh, return_index=True)
+            rank = np.empty(unique.size, dtype=np.int64)
+            rank[np.argsort(first, kind="stable")] = np.arange(unique.size, dtype=np.int64)
+            start = self.parent.next_id
+            self.lookup[unique] = rank + start
+            self.parent.next_id = start + int(unique.size)
+            found = self.lookup[raws]
+        return found
+
+    def _drop_lookup(self) -> None:
+        """Move the lookup table's entries into the dictionary (first ids outside it)."""
+        lookup = self.lookup
+        self.lookup = None
+        if lookup is not None:
+            known = np.flatnonzero(lookup >= 0)
+            self.table.update(zip(known.tolist(), lookup[known].tolist(), strict=True))
 
     def private(self) -> int:
         """Return a fresh id shared with nothing."""

@@ -194,7 +194,7 @@ class _PlayReader:
         if value is None:
             raise loc.error("hash_ids", "required")
         raw = check_id_list(value, None, lambda p, i: loc.error(_item("hash_ids", i), p))
-        return np.asarray(self.scope.intern_many(raw.tolist()), dtype=np.int64)
+        return self.scope.intern_ints(raw)
 
     def _marker(
         self,
@@ -323,7 +323,7 @@ def _documents(path: Path, file: str) -> Iterator[tuple[str, int, bytes]]:
                     yield file, number, data
         return
     try:
-        archive = tarfile.open(path, "r|*")  # noqa: SIM115 - closed by the with below
+        archive = tarfile.open(path, "r:*")  # noqa: SIM115 - closed by the with below
     except (tarfile.TarError, OSError) as exc:
         raise TraceFormatError(file, 1, "-", f"not a readable tar archive ({exc})") from None
     with archive:

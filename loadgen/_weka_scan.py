@@ -121,13 +121,13 @@ def _ids_of(
             rest = segment[cut:] if kept else b""
             if kept and _TAIL.fullmatch(rest):
                 tail = [int(x) for x in rest.split(b",")[1:]]
-                new = np.asarray(scope.intern_many(tail), dtype=np.int64)
+                new = scope.intern_ints(np.array(tail, dtype=np.int64))
                 ids = np.concatenate((before_ids[:kept], new))
     if ids is None:
         if not _LIST.fullmatch(segment):
             return None
         raw = [int(x) for x in segment.split(b",")] if segment else []
-        ids = np.asarray(scope.intern_many(raw), dtype=np.int64)
+        ids = scope.intern_ints(np.array(raw, dtype=np.int64))
     ids.flags.writeable = False
     recent[head] = (segment, ids)
     return ids

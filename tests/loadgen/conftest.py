@@ -8,6 +8,9 @@ from pathlib import Path
 
 import pytest
 
+import loadgen
+from loadgen import Workload
+
 SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
 MOONCAKE = SHARED_DATA / "mooncake" / "conversation_trace.jsonl"
 AZURE = SHARED_DATA / "azure_llm_2023" / "AzureLLMInferenceTrace_conv.csv"
@@ -27,3 +30,9 @@ def write_lines(tmp_path: Path) -> WriteLines:
         return path
 
     return write
+
+
+@pytest.fixture(scope="session")
+def weka_workload() -> Workload:
+    """The shared WEKA archive, all 498 plays, read once for the whole session."""
+    return loadgen.read_trace(WEKA)
