@@ -148,9 +148,10 @@ def _check_float(name: str, value: object, waiter: str, loop: VirtualEventLoop) 
 async def sleep_until(when_s: float, *, waiter: str, kind: WakeupKind = WakeupKind.OTHER) -> None:
     """Wait until virtual instant ``when_s`` (float seconds, as ``loop.time()``).
 
-    The instant is converted to nanoseconds relative to now, so ``sleep_until(loop.time() +
-    d)`` waits ``round(d * 1e9)`` ns however far from zero the clock is (up to the rounding
-    of the float sum). Prefer :func:`sleep_until_ns` for exact instants.
+    The instant maps to the first nanosecond at which ``loop.time()`` reads ``when_s`` or
+    later (the roundest delay from now among equal readings), so ``sleep_until(loop.time() +
+    0.004)`` waits exactly 4,000,000 ns however far from zero the clock is. Prefer
+    :func:`sleep_until_ns` for exact instants.
 
     Args:
         when_s: the instant to wake at, in seconds.
@@ -166,7 +167,10 @@ async def sleep_until(when_s: float, *, waiter: str, kind: WakeupKind = WakeupKi
     """
     loop = _virtual_loop("sleep_until")
     value = _check_float("when_s", when_s, waiter, loop)
-    when = loop._now_ns + round((value - loop._now_s) * _NS_PER_S)
+    if value < loop._now_s:
+        when = loop._now_ns + round((value - loop._now_s) * _NS_PER_S)
+        loop._check_wakeup(min(when, loop._now_ns - 1), waiter, when_s, f"{value!r} s ({when} ns)")
+    when = loop._seconds_to_ns(value) or loop._now_ns
     if when <= loop._now_ns:
         loop._check_wakeup(when, waiter, when_s, f"{value!r} s ({when} ns)")
     future: asyncio.Future[None] = _Future(loop=loop)

@@ -78,6 +78,7 @@ _LIVELOCK_WINDOW = 1000
 
 _NS_PER_S = 1_000_000_000
 _INF = math.inf
+_ROUND_STEPS_NS: tuple[int, ...] = tuple(10**k for k in range(9, 0, -1))
 
 
 class _Handle(events.Handle):
@@ -310,10 +311,16 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
                 return self._schedule(None, callback, args, context, None, None)
             if self._closed or self._debug:
                 return self._schedule(
-                    self._now_ns + round(delay * _NS_PER_S), callback, args, context, None, None
+                    self._now_ns + (round(delay * _NS_PER_S) or 1),
+                    callback,
+                    args,
+                    context,
+                    None,
+                    None,
                 )
-            # The fast path of asyncio.sleep: _Timer.__init__ inlined.
-            when_ns = self._now_ns + round(delay * _NS_PER_S)
+            # The fast path of asyncio.sleep: _Timer.__init__ inlined. A positive delay
+            # moves at least 1 ns, so rescheduling loops always make progress.
+            when_ns = self._now_ns + (round(delay * _NS_PER_S) or 1)
             sequence = next(self._sequence)
             timer: Any = _new_handle(_Timer)
             if context is None:
@@ -371,18 +378,35 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         return self._schedule(self._seconds_to_ns(when), callback, args, context, None, None)
 
     def _seconds_to_ns(self, when: float) -> int | None:
-        """Map an instant in float seconds to ns, exactly for ``time() + delay`` values.
+        """Map an instant in float seconds (as :meth:`time` reads) to integer nanoseconds.
 
-        The conversion is relative to the current instant, so ``call_at(time() + d)`` lands
-        ``round(d * 1e9)`` ns from now (up to the float rounding of the sum) however far from
-        zero the clock is. Past instants clamp to now; +inf maps to ``None`` (never).
+        The result is the instant at which :meth:`time` first reads ``when`` or later, so a
+        callback scheduled for ``when`` always sees ``time() >= when`` (code that reschedules
+        until a deadline has passed cannot stall). Far from zero many nanoseconds read as the
+        same float; among them the one at the roundest delay from now is chosen, so
+        ``time() + 0.004`` lands exactly 4,000,000 ns from now at 10^9 s as at 0. Instants
+        in the past map to now; +inf maps to ``None`` (never).
         """
-        delta = when - self._now_s
-        if delta <= 0.0:
-            return self._now_ns
-        if delta == _INF:
+        now = self._now_ns
+        if when <= self._now_s:
+            return now
+        if when == _INF:
             return None
-        return self._now_ns + round(delta * _NS_PER_S)
+        first = now + max(1, round((when - self._now_s) * _NS_PER_S))
+        while first / _NS_PER_S < when:
+            first += 1
+        while first - 1 > now and (first - 1) / _NS_PER_S >= when:
+            first -= 1
+        reading = first / _NS_PER_S
+        last = first
+        while (last + 1) / _NS_PER_S == reading:
+            last += 1
+        if last > first:
+            for step in _ROUND_STEPS_NS:
+                delay = -(-(first - now) // step) * step
+                if now + delay <= last:
+                    return now + delay
+        return first
 
     def _schedule(
         self,

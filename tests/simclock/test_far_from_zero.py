@@ -1,0 +1,104 @@
+"""The clock stays exact far from zero: a run at 10^9 s behaves like one at 0."""
+
+from __future__ import annotations
+
+import asyncio
+
+import anyio
+import pytest
+
+import simclock
+
+FAR = [0, 10**18, 10**18 + 123, 123_456_789_123_456_789]
+
+
+async def timeline() -> list[int]:
+    """Sleeps, timeouts and deadlines; returns the instants seen, relative to the start."""
+    loop = asyncio.get_running_loop()
+    start = simclock.now_ns()
+    seen: list[int] = []
+
+    def mark() -> None:
+        seen.append(simclock.now_ns() - start)
+
+    await asyncio.sleep(0.004)
+    mark()
+    await asyncio.sleep(1e-9)
+    mark()
+    with pytest.raises(TimeoutError):
+        async with asyncio.timeout(0.25):
+            await asyncio.sleep(10)
+    mark()
+    with pytest.raises(TimeoutError):
+        await asyncio.wait_for(asyncio.sleep(10), 0.125)
+    mark()
+    with anyio.move_on_after(0.5):
+        await anyio.sleep(10)
+    mark()
+    await simclock.sleep_until(loop.time() + 0.003, waiter="t")
+    mark()
+    await simclock.sleep(0.000_001, waiter="t")
+    mark()
+    await simclock.sleep_ns(1, waiter="t")
+    mark()
+    fired: list[int] = []
+    loop.call_at(loop.time() + 0.01, lambda: fired.append(simclock.now_ns() - start))
+    loop.call_later(0.01, lambda: fired.append(simclock.now_ns() - start))
+    await asyncio.sleep(0.02)
+    return seen + fired
+
+
+@pytest.mark.parametrize("start_ns", FAR)
+def test_far_from_zero_a_run_sees_the_same_relative_instants_as_at_zero(start_ns: int) -> None:
+    assert simclock.run(timeline(), start_ns=start_ns) == [
+        4_000_000,
+        4_000_001,
+        254_000_001,
+        379_000_001,
+        879_000_001,
+        882_000_001,
+        882_001_001,
+        882_001_002,
+        892_001_002,
+        892_001_002,
+    ]
+
+
+@pytest.mark.parametrize("start_ns", FAR)
+def test_rescheduling_until_a_float_deadline_passes_never_stalls(start_ns: int) -> None:
+    async def main() -> int:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 1e-7
+        rounds = 0
+        while loop.time() < deadline:
+            rounds += 1
+            await asyncio.sleep(deadline - loop.time())
+        assert loop.time() >= deadline
+        return rounds
+
+    assert simclock.run(main(), start_ns=start_ns) <= 2
+
+
+@pytest.mark.parametrize("start_ns", FAR)
+def test_a_callback_at_a_float_instant_sees_time_at_or_after_it(start_ns: int) -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        seen: list[tuple[float, float]] = []
+        for k in range(1, 200):
+            when = loop.time() + k * 1.7e-8
+            loop.call_at(when, lambda when=when: seen.append((loop.time(), when)))
+        await asyncio.sleep(1)
+        assert len(seen) == 199
+        assert all(now >= when for now, when in seen)
+
+    simclock.run(main(), start_ns=start_ns)
+
+
+def test_time_is_the_correctly_rounded_float_of_the_integer_clock() -> None:
+    async def main() -> tuple[float, int]:
+        await asyncio.sleep(0)
+        return asyncio.get_running_loop().time(), simclock.now_ns()
+
+    now_s, now_ns = simclock.run(main(), start_ns=10**18 + 123)
+    assert now_ns == 10**18 + 123
+    assert now_s == (10**18 + 123) / 10**9
