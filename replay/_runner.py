@@ -281,14 +281,27 @@ class _Run:
         keyer = BlockKeyer()
         self.engines = tuple(self.topology.build(keyer=keyer, journal=self.journal))
         policy_rng = np.random.default_rng(self.seeds[SEED_STREAMS.index("policy")])
-        self.runtime = PolicyRuntime(
-            self.policy,
-            self.engines,
-            self.journal,
-            keyer,
-            policy_rng,
-            on_poison=self._on_poison,
-        )
+        # A topology may supply its own policy runtime (replay.Disaggregated does: one
+        # runtime per pool plus the prefill->decode handoff); it has PolicyRuntime's interface.
+        make_runtime = getattr(self.topology, "make_runtime", None)
+        if make_runtime is not None:
+            self.runtime = make_runtime(
+                self.policy,
+                self.engines,
+                journal=self.journal,
+                keyer=keyer,
+                rng=policy_rng,
+                on_poison=self._on_poison,
+            )
+        else:
+            self.runtime = PolicyRuntime(
+                self.policy,
+                self.engines,
+                self.journal,
+                keyer,
+                policy_rng,
+                on_poison=self._on_poison,
+            )
         self.releaser = _TimestampReleaser(self.prepared.requests, submit=self._release)
         if self.tokenizer is not None and self.tokenizer.enabled:
             self._pool = self.tokenizer.pool()
