@@ -1,0 +1,1133 @@
+"""Disaggregated prefill/decode (REFERENCE-engine §6): two pools, a KV link, two handshakes.
+
+:class:`Disaggregated` is a topology for :func:`replay.run`: a prefill pool and a decode pool
+of engines (prefill engines are indexed first, ``0 .. P-1``, then decode engines
+``P .. P+D-1``), a :class:`KVLink`, and a placement order. It supplies the run's policy
+runtime, :class:`PDRuntime`, which drives a :class:`policies.PDPolicy`: one ordinary policy
+runtime per pool, plus the handoff between them.
+
+A request's way through (source-first, the default)::
+
+    released ─► prefill side places it (offer → commit on a prefill engine)
+    ─► prefill engine computes the prompt; at prefill_done its blocks stay held
+    ─► decode side places it (offer → commit on a decode engine), in
+       (prefill_done, prefill worker index) order, at the end of that instant
+    ─► decode engine reserves blocks (FIFO reservation queue)  ─► destination_reserved
+    ─► KV transfer (KVLink)  ─► transfer_done: prefill blocks released, request activated
+    ─► decode engine admits it (decode_admit), first token, ..., finished
+
+Destination-first: both engines are offered, and both commits made (decode first), when the
+request is released; if either side refuses or fails, both are rolled back.
+
+Failure rule: a failure on either side, in either phase, never leaves KV blocks reserved, a
+request half-placed, or a request lost. A request whose decode placement fails ends
+``rejected`` (an engine refused) or ``failed`` (a commit failed); the prefill blocks it held are
+released at that instant. When the run stops early, every handoff in progress is undone (held
+prefill blocks released, decode reservations cancelled); the requests concerned end ``failed``
+when the run failed, else they are reported as the report classifies them (``incomplete``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Literal, get_args
+
+import attrs
+import numpy as np
+
+import simclock
+from engines import (
+    BlockKeyer,
+    Engine,
+    EngineConfig,
+    EngineView,
+    EventKind,
+    FixedTiming,
+    Journal,
+    KVEvent,
+    LifecycleEvent,
+    Rejection,
+    RequestTrace,
+    Tentative,
+    TimingModel,
+)
+from engines._catalog import ModelArch, kv_bytes_per_token, model_arch
+from loadgen import Request
+from policies import Policy, PolicyRuntime, policy_name
+from policies._pd import PDPolicy
+from policies._runtime import RequestStatus
+
+from ._exceptions import ReplayError
+from ._metrics import Distribution
+from ._report import ReplayResult, RequestRecord
+from ._topology import _timing_echo
+
+__all__ = (
+    "PLACEMENT_ORDERS",
+    "TRANSFER_MODES",
+    "Disaggregated",
+    "KVLink",
+    "PDConfigError",
+    "PDPhases",
+    "PDRuntime",
+    "PlacementOrder",
+    "TransferMode",
+    "handoff_timeline_svg",
+    "pd_phases",
+    "pd_topology_from_options",
+)
+
+TransferMode = Literal["destination_missing", "full_prompt"]
+"""What the KV link carries: the blocks the decode engine lacks (default) or the whole prompt."""
+
+PlacementOrder = Literal["source_first", "destination_first"]
+"""When the decode engine is chosen: at prefill completion (default) or at dispatch."""
+
+TRANSFER_MODES: tuple[str, ...] = get_args(TransferMode)
+"""The transfer modes, default first."""
+
+PLACEMENT_ORDERS: tuple[str, ...] = get_args(PlacementOrder)
+"""The placement orders, default first."""
+
+_NS_PER_MS = 1_000_000
+
+
+class PDConfigError(ReplayError, ValueError):
+    """A disaggregated topology or KV link is misconfigured."""
+
+
+# --------------------------------------------------------------------------------------------
+# the KV link
+
+
+def _finite_at_least_zero(name: str, value: object) -> None:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise PDConfigError(f"KVLink.{name} must be a finite number >= 0, got {value!r}")
+
+
+def _check_link(instance: KVLink, attribute: attrs.Attribute[Any], value: object) -> None:
+    if attribute.name == "mode":
+        if value not in TRANSFER_MODES:
+            raise PDConfigError(
+                f"KVLink.mode must be one of {', '.join(map(repr, TRANSFER_MODES))}, got {value!r}"
+            )
+    elif attribute.name == "bandwidth_gbps":
+        if value is not None and (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+            or value <= 0
+        ):
+            raise PDConfigError(
+                f"KVLink.bandwidth_gbps must be a finite number > 0 or None, got {value!r}"
+            )
+    else:
+        _finite_at_least_zero(attribute.name, value)
+
+
+@attrs.frozen(kw_only=True)
+class KVLink:
+    """The KV-transfer link between the pools (REFERENCE-engine §6.3).
+
+    One transfer per request, no contention, no layout conversion::
+
+        transfer_ms = latency_ms + tokens * kv_bytes_per_token / (bandwidth_gbps * 1e9) * 1000
+
+    with ``tokens = P`` (``full_prompt``) or ``missing_blocks * E`` (``destination_missing``:
+    the decode engine's missing whole blocks, a partial last block counting as a full one).
+    Without a bandwidth the size term is 0 (AIS); ``latency_ms`` is this simulator's optional
+    addition (default 0).
+
+    Attributes:
+        mode: ``"destination_missing"`` (default) or ``"full_prompt"``.
+        kv_bytes_per_token: KV bytes per token on one tensor-parallel shard of the prefill
+            engine (shards send in parallel); see :meth:`for_model`.
+        bandwidth_gbps: link bandwidth in GB/s (1e9 bytes/s); None for instant transfers.
+        latency_ms: a fixed cost added to every transfer.
+
+    Raises:
+        PDConfigError: a field has a bad value.
+    """
+
+    mode: TransferMode = attrs.field(default="destination_missing", validator=_check_link)
+    kv_bytes_per_token: float = attrs.field(default=0.0, validator=_check_link)
+    bandwidth_gbps: float | None = attrs.field(default=None, validator=_check_link)
+    latency_ms: float = attrs.field(default=0.0, validator=_check_link)
+
+    @classmethod
+    def for_model(
+        cls,
+        model: ModelArch | str,
+        *,
+        tensor_parallel: int = 1,
+        dtype_bytes: float = 2,
+        bandwidth_gbps: float | None = None,
+        latency_ms: float = 0.0,
+        mode: TransferMode = "destination_missing",
+    ) -> KVLink:
+        """A link whose bytes per token come from a model architecture, per TP shard.
+
+        ``kv_bytes_per_token = 2·L·H_kv·h·a / t`` (one KV head per shard when ``t > H_kv``).
+
+        Args:
+            model: an architecture or a catalog model name.
+            tensor_parallel: the prefill engines' tensor-parallel degree ``t``.
+            dtype_bytes: ``a``, bytes per KV element.
+            bandwidth_gbps: link bandwidth in GB/s, None for instant transfers.
+            latency_ms: fixed cost per transfer.
+            mode: what the link carries.
+        """
+        arch = model_arch(model) if isinstance(model, str) else model
+        return cls(
+            mode=mode,
+            kv_bytes_per_token=kv_bytes_per_token(
+                arch, dtype_bytes=dtype_bytes, tensor_parallel=tensor_parallel
+            ),
+            bandwidth_gbps=bandwidth_gbps,
+            latency_ms=latency_ms,
+        )
+
+    def transfer_tokens(self, *, prompt_tokens: int, missing_blocks: int, block_size: int) -> int:
+        """Return the tokens whose KV crosses the link for one request."""
+        if self.mode == "full_prompt":
+            return prompt_tokens
+        return missing_blocks * block_size
+
+    def transfer_ms(self, tokens: int) -> float:
+        """Return the duration of a transfer of ``tokens`` tokens, in milliseconds."""
+        if self.bandwidth_gbps is None:
+            return float(self.latency_ms)
+        size_ms = tokens * self.kv_bytes_per_token / (self.bandwidth_gbps * 1e9) * 1000
+        return self.latency_ms + size_ms
+
+
+# --------------------------------------------------------------------------------------------
+# the topology
+
+
+def _count(name: str) -> Callable[[object, attrs.Attribute[Any], object], None]:
+    def check(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise PDConfigError(f"Disaggregated.{name} must be an int >= 1, got {value!r}")
+
+    return check
+
+
+def _order(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if value not in PLACEMENT_ORDERS:
+        raise PDConfigError(
+            f"Disaggregated.order must be one of {', '.join(map(repr, PLACEMENT_ORDERS))}, "
+            f"got {value!r}"
+        )
+
+
+def _pool_config(config: EngineConfig, role: Literal["prefill", "decode"]) -> EngineConfig:
+    if config.role == role:
+        return config
+    if config.role != "aggregated":
+        raise PDConfigError(
+            f"Disaggregated.{role}_engine has role {config.role!r}; it must be {role!r} "
+            "(or 'aggregated', which the pool turns into its role)"
+        )
+    return attrs.evolve(config, role=role)
+
+
+@attrs.frozen(kw_only=True)
+class Disaggregated:
+    """A prefill pool and a decode pool joined by a KV link (REFERENCE-engine §6).
+
+    Engines are indexed prefill first (``0 .. prefill_workers-1``), then decode. An engine
+    configuration given with the default role ``"aggregated"`` is given the pool's role.
+
+    Attributes:
+        prefill_workers: engines in the prefill pool (>= 1).
+        decode_workers: engines in the decode pool (>= 1).
+        prefill_engine: every prefill engine's configuration.
+        decode_engine: every decode engine's configuration (same ``block_size``).
+        prefill_timing: the prefill engines' timing model (the role override drops the decode
+            part of every pass).
+        decode_timing: the decode engines' timing model (the role override drops the prefill
+            part).
+        link: the KV-transfer link.
+        order: ``"source_first"`` (default) or ``"destination_first"``.
+
+    Raises:
+        PDConfigError: a bad count, role, order, or different block sizes.
+    """
+
+    prefill_workers: int = attrs.field(default=1, validator=_count("prefill_workers"))
+    decode_workers: int = attrs.field(default=1, validator=_count("decode_workers"))
+    prefill_engine: EngineConfig = attrs.field(
+        factory=lambda: EngineConfig(num_blocks=4096, role="prefill")
+    )
+    decode_engine: EngineConfig = attrs.field(
+        factory=lambda: EngineConfig(num_blocks=4096, role="decode")
+    )
+    prefill_timing: TimingModel = attrs.field(
+        factory=lambda: FixedTiming(prefill_ms=50.0, decode_ms=10.0)
+    )
+    decode_timing: TimingModel = attrs.field(
+        factory=lambda: FixedTiming(prefill_ms=50.0, decode_ms=10.0)
+    )
+    link: KVLink = attrs.field(factory=KVLink)
+    order: PlacementOrder = attrs.field(default="source_first", validator=_order)
+
+    def __attrs_post_init__(self) -> None:
+        prefill = _pool_config(self.prefill_engine, "prefill")
+        decode = _pool_config(self.decode_engine, "decode")
+        if prefill.block_size != decode.block_size:
+            raise PDConfigError(
+                f"Disaggregated: prefill block_size {prefill.block_size} and decode block_size "
+                f"{decode.block_size} differ; both pools must use one block size"
+            )
+        object.__setattr__(self, "prefill_engine", prefill)
+        object.__setattr__(self, "decode_engine", decode)
+
+    @property
+    def block_size(self) -> int:
+        """The engines' KV block size (both pools)."""
+        return self.prefill_engine.block_size
+
+    def build(self, *, keyer: BlockKeyer, journal: Journal) -> tuple[Engine, ...]:
+        """Build fresh engines: prefill ``0 .. P-1``, then decode ``P .. P+D-1``."""
+        prefill = [
+            Engine(i, self.prefill_engine, self.prefill_timing, keyer=keyer, journal=journal)
+            for i in range(self.prefill_workers)
+        ]
+        decode = [
+            Engine(
+                self.prefill_workers + i,
+                self.decode_engine,
+                self.decode_timing,
+                keyer=keyer,
+                journal=journal,
+            )
+            for i in range(self.decode_workers)
+        ]
+        return (*prefill, *decode)
+
+    def describe(self) -> Mapping[str, object]:
+        """Return the topology's configuration as JSON-compatible values."""
+        return {
+            "type": "pd",
+            "order": self.order,
+            "prefill_workers": self.prefill_workers,
+            "decode_workers": self.decode_workers,
+            "prefill_engine": attrs.asdict(self.prefill_engine),
+            "decode_engine": attrs.asdict(self.decode_engine),
+            "prefill_timing": _timing_echo(self.prefill_timing),
+            "decode_timing": _timing_echo(self.decode_timing),
+            "link": attrs.asdict(self.link),
+        }
+
+    def make_runtime(
+        self,
+        policy: Policy,
+        engines: Sequence[Engine],
+        *,
+        journal: Journal,
+        keyer: BlockKeyer,
+        rng: np.random.Generator,
+        on_poison: Callable[[BaseException], None] | None = None,
+    ) -> PDRuntime:
+        """Return the policy runtime of a run over ``engines`` (built by :meth:`build`).
+
+        Raises:
+            PDConfigError: ``policy`` is not a :class:`policies.PDPolicy`, or ``engines`` do not
+                match the pools.
+        """
+        if not isinstance(policy, PDPolicy):
+            raise PDConfigError(
+                f"a disaggregated topology needs a policies.PDPolicy, got {policy_name(policy)!r}"
+            )
+        if len(engines) != self.prefill_workers + self.decode_workers:
+            raise PDConfigError(
+                f"expected {self.prefill_workers + self.decode_workers} engines, got {len(engines)}"
+            )
+        return PDRuntime(
+            policy,
+            tuple(engines[: self.prefill_workers]),
+            tuple(engines[self.prefill_workers :]),
+            journal=journal,
+            keyer=keyer,
+            rng=rng,
+            link=self.link,
+            order=self.order,
+            on_poison=on_poison,
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# pool handles: what each pool's policy runtime sees of an engine
+
+
+@attrs.frozen
+class _PoolView(EngineView):
+    """An engine's view inside its pool: ``index`` is the pool position."""
+
+    _position: int
+
+    @property
+    def index(self) -> int:
+        """The engine's position in its pool."""
+        return self._position
+
+
+@attrs.define(eq=False)
+class _PoolEngine:
+    """An engine seen from its pool's policy runtime, at its pool position.
+
+    After a successful commit on a decode engine, the P/D runtime is told, so it can start
+    the handoff.
+    """
+
+    engine: Engine
+    position: int
+    on_commit: Callable[[Engine, Tentative], None] | None = None
+    _view: _PoolView = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._view = _PoolView(self.engine, self.position)
+
+    @property
+    def index(self) -> int:
+        return self.position
+
+    @property
+    def view(self) -> EngineView:
+        return self._view
+
+    def offer(self, request: Request) -> Tentative | Rejection:
+        return self.engine.offer(request)
+
+    def commit(self, tentative: Tentative) -> None:
+        self.engine.commit(tentative)
+        if self.on_commit is not None:
+            self.on_commit(self.engine, tentative)
+
+    def abort(self, tentative: Tentative, reason: str) -> None:
+        self.engine.abort(tentative, reason)
+
+    def subscribe_kv(self, callback: Callable[[KVEvent], None]) -> None:
+        self.engine.subscribe_kv(callback)
+
+
+@attrs.define(eq=False)
+class _PairedEngine(_PoolEngine):
+    """Destination-first: a prefill engine whose handshake also covers a decode engine.
+
+    ``offer`` offers the prefill engine, asks the P/D policy for a decode engine and offers it;
+    ``commit`` commits the decode engine first, then the prefill engine, undoing the decode
+    commit (cancelling its reservation) if the prefill commit fails; ``abort`` aborts both.
+    Either side refusing makes the whole offer a rejection, with nothing left open.
+    """
+
+    owner: PDRuntime | None = None
+    _pending: dict[int, Tentative] = attrs.field(factory=dict)
+
+    def _runtime(self) -> PDRuntime:
+        if self.owner is None:
+            raise simclock.InternalError("paired engine without a P/D runtime")
+        return self.owner
+
+    def offer(self, request: Request) -> Tentative | Rejection:
+        answer = self.engine.offer(request)
+        if isinstance(answer, Rejection):
+            return answer
+        owner = self._runtime()
+        try:
+            decode = owner.choose_decode_engine(request)
+            decode_answer = decode.offer(request)
+        except BaseException as error:
+            _abort_keeping(
+                self.engine, answer, f"decode choice failed: {type(error).__name__}", error
+            )
+            raise
+        if isinstance(decode_answer, Rejection):
+            self.engine.abort(
+                answer, f"decode engine {decode.index} rejected: {decode_answer.reason}"
+            )
+            return Rejection(
+                decode_answer.engine,
+                request.id,
+                decode_answer.reason,
+                f"decode engine {decode.index}: {decode_answer.message}",
+            )
+        self._pending[answer.serial] = decode_answer
+        return answer
+
+    def _decode_engine(self, tentative: Tentative) -> tuple[Engine, Tentative]:
+        decode_tentative = self._pending.pop(tentative.serial, None)
+        if decode_tentative is None:
+            raise simclock.InternalError(
+                f"no decode offer paired with offer #{tentative.serial} of request "
+                f"{tentative.request.id!r}"
+            )
+        return self._runtime().engine(decode_tentative.engine), decode_tentative
+
+    def commit(self, tentative: Tentative) -> None:
+        decode, decode_tentative = self._decode_engine(tentative)
+        rid = tentative.request.id
+        try:
+            decode.commit(decode_tentative)
+        except BaseException as error:
+            _abort_keeping(self.engine, tentative, "decode commit failed", error)
+            raise
+        try:
+            self.engine.commit(tentative)
+        except BaseException as error:
+            try:
+                decode.cancel_reservation(rid)
+            except BaseException as cleanup:
+                error.add_note(
+                    f"during cleanup: cancelling the reservation of request {rid!r} on decode "
+                    f"engine {decode.index} raised {type(cleanup).__name__}: {cleanup}"
+                )
+            raise
+        self._runtime().handoff_committed(decode, tentative, prefill=self.engine)
+
+    def abort(self, tentative: Tentative, reason: str) -> None:
+        decode, decode_tentative = self._decode_engine(tentative)
+        first: BaseException | None = None
+        try:
+            decode.abort(decode_tentative, reason)
+        except BaseException as error:
+            first = error
+        try:
+            self.engine.abort(tentative, reason)
+        except BaseException as error:
+            if first is not None:
+                first.add_note(
+                    f"during cleanup: abort on prefill engine {self.engine.index} raised "
+                    f"{type(error).__name__}: {error}"
+                )
+                raise first from None
+            raise
+        if first is not None:
+            raise first
+
+
+def _abort_keeping(engine: Engine, tentative: Tentative, reason: str, error: BaseException) -> None:
+    """Abort ``tentative`` on ``engine``; a failure is noted on ``error``, never swallowed."""
+    try:
+        engine.abort(tentative, reason)
+    except BaseException as cleanup:
+        error.add_note(
+            f"during cleanup: abort of request {tentative.request.id!r} on engine "
+            f"{engine.index} raised {type(cleanup).__name__}: {cleanup}"
+        )
+
+
+@attrs.define(eq=False)
+class _PoolJournal(Journal):
+    """The journal a pool's policy runtime records into: engine numbers it writes (pool
+    positions) are turned into global engine indices before reaching the run's journal."""
+
+    target: Journal = attrs.field(kw_only=True)
+    offset: int = attrs.field(default=0, kw_only=True)
+
+    def record(self, event: LifecycleEvent) -> None:
+        if event.engine is not None and self.offset:
+            event = attrs.evolve(event, engine=event.engine + self.offset)
+        self.target.record(event)
+
+
+# --------------------------------------------------------------------------------------------
+# the P/D runtime
+
+
+@attrs.define(eq=False)
+class _Handoff:
+    """A request between its two engines."""
+
+    request: Request
+    prefill: Engine | None = None
+    decode: Engine | None = None
+    prefill_done_ns: int | None = None
+    held: bool = False
+    reserved: bool = False
+    task: asyncio.Task[None] | None = None
+
+
+@attrs.define(eq=False)
+class PDRuntime:
+    """The policy runtime of a disaggregated run: two pool runtimes and the handoff.
+
+    It has the interface :func:`replay.run` uses of a :class:`policies.PolicyRuntime`
+    (``start``, ``submit``, ``close``, ``shutdown``, ``status``, ``held_request_ids``,
+    ``request_terminal``, ``failure``). The prefill pool's runtime runs ``policy.prefill``
+    over the prefill engines; the decode pool's runtime runs ``policy.decode`` over the decode
+    engines (source-first) or lends its context to ``policy.choose_decode`` (destination-first).
+    A failure in either pool runtime, or in a handoff, poisons the run.
+
+    Args:
+        policy: the P/D policy.
+        prefill_engines: the prefill pool, in index order.
+        decode_engines: the decode pool, in index order.
+        journal: the run's journal.
+        keyer: the run's block keyer.
+        rng: the policy's generator; each pool gets a child stream (``rng.spawn(2)``).
+        link: the KV link.
+        order: the placement order.
+        on_poison: called once with the first failure.
+    """
+
+    policy: PDPolicy
+    prefill_engines: tuple[Engine, ...]
+    decode_engines: tuple[Engine, ...]
+    journal: Journal = attrs.field(kw_only=True)
+    keyer: BlockKeyer = attrs.field(kw_only=True)
+    rng: np.random.Generator = attrs.field(kw_only=True)
+    link: KVLink = attrs.field(factory=KVLink, kw_only=True)
+    order: PlacementOrder = attrs.field(default="source_first", kw_only=True)
+    on_poison: Callable[[BaseException], None] | None = attrs.field(default=None, kw_only=True)
+    prefill: PolicyRuntime = attrs.field(init=False)
+    decode: PolicyRuntime = attrs.field(init=False)
+    transfers: int = attrs.field(default=0, init=False)
+    _failure: BaseException | None = attrs.field(default=None, init=False)
+    _by_index: dict[int, Engine] = attrs.field(factory=dict, init=False)
+    _handoffs: dict[str, _Handoff] = attrs.field(factory=dict, init=False)
+    _requests: dict[str, Request] = attrs.field(factory=dict, init=False)
+    _batch: list[tuple[int, int, str]] = attrs.field(factory=list, init=False)
+    _flush_task: asyncio.Task[None] | None = attrs.field(default=None, init=False)
+    _tasks: list[asyncio.Task[None]] = attrs.field(factory=list, init=False)
+    _stopped: bool = attrs.field(default=False, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        for engine in (*self.prefill_engines, *self.decode_engines):
+            self._by_index[engine.index] = engine
+        prefill_rng, decode_rng = self.rng.spawn(2)
+        if self.order == "destination_first":
+            prefill_handles: list[_PoolEngine] = [
+                _PairedEngine(engine, i, owner=self)
+                for i, engine in enumerate(self.prefill_engines)
+            ]
+        else:
+            prefill_handles = [
+                _PoolEngine(engine, i) for i, engine in enumerate(self.prefill_engines)
+            ]
+        decode_handles = [
+            _PoolEngine(engine, i, self._decode_committed)
+            for i, engine in enumerate(self.decode_engines)
+        ]
+        offset = self.decode_engines[0].index if self.decode_engines else 0
+        self.prefill = PolicyRuntime(
+            self.policy.prefill,
+            tuple(prefill_handles),
+            _PoolJournal(target=self.journal),
+            self.keyer,
+            prefill_rng,
+            on_poison=self._poison,
+        )
+        self.decode = PolicyRuntime(
+            self.policy.decode,
+            tuple(decode_handles),
+            _PoolJournal(target=self.journal, offset=offset),
+            self.keyer,
+            decode_rng,
+            on_poison=self._poison,
+        )
+
+    # -- what the runner uses ----------------------------------------------------------------
+
+    @property
+    def failure(self) -> BaseException | None:
+        """The first failure of either pool runtime or of a handoff, or None."""
+        return self._failure
+
+    @property
+    def name(self) -> str:
+        """The policy's name."""
+        return self.policy.name
+
+    def start(self) -> None:
+        """Start both pool runtimes and watch the journal for prefill completions."""
+        self.journal.subscribe(self._on_event)
+        self.prefill.start()
+        self.decode.start()
+
+    def submit(self, request: Request) -> None:
+        """Hand a released request to the prefill side."""
+        self.prefill.submit(request)
+        self._requests[request.id] = request
+
+    def close(self) -> None:
+        """No more requests will be released; both pool streams end."""
+        self.prefill.close()
+        self.decode.close()
+
+    def status(self, request_id: str) -> RequestStatus | None:
+        """The request's status in the pool runtime that has it last (decode, else prefill)."""
+        status = self.decode.status(request_id)
+        return status if status is not None else self.prefill.status(request_id)
+
+    def held_request_ids(self) -> list[str]:
+        """Requests a policy holds: not yet placed on a prefill engine, or prefilled and not
+        yet placed on a decode engine."""
+        return [*self.prefill.held_request_ids(), *self.decode.held_request_ids()]
+
+    def request_terminal(self, trace: RequestTrace) -> None:
+        """A request ended: tell the pool runtimes that had it; forget its handoff."""
+        rid = trace.request_id
+        self.prefill.request_terminal(trace)
+        if self.decode.status(rid) is not None:
+            self.decode.request_terminal(trace)
+        handoff = self._handoffs.get(rid)
+        if handoff is not None and not handoff.held and not handoff.reserved:
+            del self._handoffs[rid]
+        if handoff is None or rid not in self._handoffs:
+            self._requests.pop(rid, None)
+
+    async def shutdown(self) -> None:
+        """Stop both pool runtimes and undo every handoff in progress. Never raises."""
+        self._stopped = True
+        await self.prefill.shutdown()
+        await self.decode.shutdown()
+        tasks = [t for t in (self._flush_task, *self._tasks) if t is not None]
+        for task in tasks:
+            if not task.done():
+                task.cancel()
+        for task in tasks:
+            with contextlib.suppress(BaseException):
+                await task
+        pending = self._batch[:]
+        self._batch.clear()
+        for _, _, rid in pending:
+            self._stop_handoff(rid)
+        for rid in list(self._handoffs):
+            self._stop_handoff(rid)
+
+    # -- context for destination-first ------------------------------------------------------
+
+    def engine(self, index: int) -> Engine:
+        """Return the engine with global index ``index``."""
+        return self._by_index[index]
+
+    def choose_decode_engine(self, request: Request) -> Engine:
+        """Destination-first: ask the policy for ``request``'s decode engine.
+
+        Raises:
+            policies.PlacementError: the policy returned an unknown pool position.
+        """
+        position = self.policy.choose_decode(request, self.decode.context)
+        self.decode.view(position)  # validates the position
+        return self.decode_engines[position]
+
+    # -- the handoff --------------------------------------------------------------------------
+
+    def _handoff(self, request: Request) -> _Handoff:
+        handoff = self._handoffs.get(request.id)
+        if handoff is None:
+            handoff = _Handoff(request)
+            self._handoffs[request.id] = handoff
+        return handoff
+
+    def _decode_committed(self, engine: Engine, tentative: Tentative) -> None:
+        handoff = self._handoff(tentative.request)
+        handoff.decode = engine
+        handoff.reserved = True
+        if handoff.prefill_done_ns is not None:
+            self._start_transfer(handoff)
+
+    def handoff_committed(self, decode: Engine, tentative: Tentative, *, prefill: Engine) -> None:
+        """Destination-first: both engines committed ``tentative.request``."""
+        handoff = self._handoff(tentative.request)
+        handoff.prefill = prefill
+        handoff.decode = decode
+        handoff.reserved = True
+
+    def _on_event(self, event: LifecycleEvent) -> None:
+        kind = event.kind
+        if kind is EventKind.PREFILL_DONE:
+            engine = event.engine
+            if engine is None or engine not in self._by_index:
+                return
+            prefill = self._by_index[engine]
+            request = self._requests.get(event.request_id)
+            if request is None:
+                return  # not released through this runtime
+            handoff = self._handoff(request)
+            handoff.prefill = prefill
+            handoff.prefill_done_ns = event.time_ns
+            handoff.held = True
+            if self._stopped:
+                self._stop_handoff(event.request_id)
+                return
+            self._batch.append((engine, len(self._batch), event.request_id))
+            if self._flush_task is None:
+                self._flush_task = asyncio.get_running_loop().create_task(
+                    self._flush(), name="pd:handoff"
+                )
+        elif kind is EventKind.REJECTED or kind is EventKind.FAILED:
+            ended = self._handoffs.get(event.request_id)
+            if ended is not None and (ended.task is None or ended.task.done()):
+                self._undo(ended)
+
+    async def _flush(self) -> None:
+        """At the end of the instant, hand prefilled requests on in prefill worker order."""
+        try:
+            await simclock.instant_end(priority=-1, waiter="pd:handoff")
+        finally:
+            self._flush_task = None
+        batch = sorted(self._batch)
+        self._batch.clear()
+        for _, _, rid in batch:
+            handoff = self._handoffs[rid]
+            if self._stopped:
+                self._stop_handoff(rid)
+            elif self.order == "source_first":
+                self.decode.submit(handoff.request)
+            elif handoff.decode is not None:
+                self._start_transfer(handoff)
+            else:
+                raise simclock.InternalError(
+                    f"request {rid!r} finished prefill without a decode engine"
+                )
+
+    def _start_transfer(self, handoff: _Handoff) -> None:
+        task = asyncio.get_running_loop().create_task(
+            self._transfer(handoff), name=f"pd:transfer:{handoff.request.id}"
+        )
+        handoff.task = task
+        self._tasks.append(task)
+        task.add_done_callback(self._task_done)
+
+    async def _transfer(self, handoff: _Handoff) -> None:
+        request = handoff.request
+        rid = request.id
+        prefill, decode = handoff.prefill, handoff.decode
+        if prefill is None or decode is None or handoff.prefill_done_ns is None:
+            raise simclock.InternalError(f"transfer of request {rid!r} started too early")
+        reservation = await decode.reserved(rid)
+        start_ns = max(reservation.at_ns, handoff.prefill_done_ns)
+        tokens = self.link.transfer_tokens(
+            prompt_tokens=request.input_length,
+            missing_blocks=reservation.missing_blocks,
+            block_size=reservation.block_size,
+        )
+        transfer_ms = self.link.transfer_ms(tokens)
+        done_ns = start_ns + round(transfer_ms * _NS_PER_MS)
+        if done_ns > simclock.now_ns():
+            await simclock.sleep_until_ns(done_ns, waiter=f"pd:transfer:{rid}")
+        handoff.held = False
+        prefill.release_held(rid)
+        handoff.reserved = False
+        decode.activate(rid, transfer_tokens=tokens, transfer_ms=transfer_ms)
+        self.transfers += 1
+
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        if task in self._tasks:
+            self._tasks.remove(task)
+        if task.cancelled():
+            return
+        error = task.exception()
+        if error is not None:
+            self._poison(error)
+
+    def _undo(self, handoff: _Handoff) -> None:
+        """Release what ``handoff`` still holds on either engine."""
+        rid = handoff.request.id
+        if handoff.reserved and handoff.decode is not None:
+            handoff.reserved = False
+            handoff.decode.cancel_reservation(rid)
+        if handoff.held and handoff.prefill is not None:
+            handoff.held = False
+            handoff.prefill.release_held(rid)
+
+    def _stop_handoff(self, rid: str) -> None:
+        """The run stopped: undo ``rid``'s handoff; it fails if the run failed."""
+        handoff = self._handoffs.get(rid)
+        if handoff is None or (not handoff.held and not handoff.reserved):
+            return
+        in_progress = handoff.prefill_done_ns is not None
+        try:
+            self._undo(handoff)
+        except Exception as error:  # a broken engine: keep it with the run's failure
+            self._poison(error)
+        trace = self.journal.traces.get(rid)
+        if (
+            in_progress
+            and self._failure is not None
+            and trace is not None
+            and trace.terminal_status is None
+        ):
+            self.journal.record(
+                LifecycleEvent(
+                    simclock.now_ns(),
+                    EventKind.FAILED,
+                    rid,
+                    None,
+                    (("reason", "handoff stopped: the run failed"),),
+                )
+            )
+
+    def _poison(self, failure: BaseException) -> None:
+        if self._failure is not None:
+            if failure is not self._failure:
+                self._failure.add_note(f"later failure: {type(failure).__name__}: {failure}")
+            return
+        self._failure = failure
+        if self.on_poison is not None:
+            self.on_poison(failure)
+
+
+# --------------------------------------------------------------------------------------------
+# phase metrics
+
+
+@attrs.frozen
+class PDPhases:
+    """Where the time to first token goes in a disaggregated run (distributions, ms).
+
+    Population: completed requests with a handoff and at least one token. With ``routing``
+    the time with the prefill side's policy, each TTFT is
+    ``routing + prefill_queueing + prefill_compute + reservation_wait + transfer
+    + decode_queueing + first decode pass``.
+
+    Attributes:
+        prefill_queueing_ms: ``prefill_admit - engine_arrival``.
+        prefill_compute_ms: ``prefill_done - prefill_admit``.
+        reservation_wait_ms: ``max(0, destination_reserved - prefill_done)``.
+        transfer_ms: ``transfer_done - max(prefill_done, destination_reserved)``.
+        decode_queueing_ms: ``decode_admit - transfer_done``.
+        decode_first_pass_ms: ``first_token - decode_admit``.
+    """
+
+    prefill_queueing_ms: Distribution
+    prefill_compute_ms: Distribution
+    reservation_wait_ms: Distribution
+    transfer_ms: Distribution
+    decode_queueing_ms: Distribution
+    decode_first_pass_ms: Distribution
+
+    def as_dict(self) -> dict[str, dict[str, int | float | None]]:
+        """Return every distribution as a plain dict, by metric name."""
+        return {field.name: getattr(self, field.name).as_dict() for field in attrs.fields(PDPhases)}
+
+
+def pd_phases(records: ReplayResult | Iterable[RequestRecord]) -> PDPhases:
+    """Return the P/D phase metrics of a run's records (see :class:`PDPhases`)."""
+    items = records.requests if isinstance(records, ReplayResult) else records
+    columns: dict[str, list[float]] = {field.name: [] for field in attrs.fields(PDPhases)}
+    for record in items:
+        h = record.handoff
+        if (
+            record.status != "completed"
+            or h is None
+            or record.first_token_ms is None
+            or record.engine_arrival_ms is None
+            or h.prefill_admit_ms is None
+            or h.prefill_done_ms is None
+            or h.destination_reserved_ms is None
+            or h.transfer_done_ms is None
+            or h.decode_admit_ms is None
+        ):
+            continue
+        start = max(h.prefill_done_ms, h.destination_reserved_ms)
+        columns["prefill_queueing_ms"].append(h.prefill_admit_ms - record.engine_arrival_ms)
+        columns["prefill_compute_ms"].append(h.prefill_done_ms - h.prefill_admit_ms)
+        columns["reservation_wait_ms"].append(
+            max(0.0, h.destination_reserved_ms - h.prefill_done_ms)
+        )
+        columns["transfer_ms"].append(h.transfer_done_ms - start)
+        columns["decode_queueing_ms"].append(h.decode_admit_ms - h.transfer_done_ms)
+        columns["decode_first_pass_ms"].append(record.first_token_ms - h.decode_admit_ms)
+    return PDPhases(**{name: Distribution.of(values) for name, values in columns.items()})
+
+
+# --------------------------------------------------------------------------------------------
+# options (the command line and config files)
+
+
+def pd_topology_from_options(
+    *,
+    prefill_workers: int = 1,
+    decode_workers: int = 1,
+    engine: EngineConfig | None = None,
+    timing: TimingModel | None = None,
+    prefill_engine: EngineConfig | None = None,
+    decode_engine: EngineConfig | None = None,
+    prefill_timing: TimingModel | None = None,
+    decode_timing: TimingModel | None = None,
+    kv_bandwidth_gbps: float | None = None,
+    kv_latency_ms: float = 0.0,
+    kv_transfer: TransferMode = "destination_missing",
+    kv_bytes_per_token: float | None = None,
+    model: ModelArch | str | None = None,
+    prefill_tensor_parallel: int = 1,
+    order: PlacementOrder = "source_first",
+) -> Disaggregated:
+    """Build a :class:`Disaggregated` topology from flat options (command line, config file).
+
+    ``engine`` and ``timing`` apply to both pools unless a pool's own is given. The link's
+    bytes per token are ``kv_bytes_per_token`` when given, else derived from ``model`` at
+    ``prefill_tensor_parallel`` (:meth:`KVLink.for_model`), else 0.
+
+    Raises:
+        PDConfigError: a bad option.
+    """
+    base_engine = engine if engine is not None else EngineConfig(num_blocks=4096)
+    base_timing = timing if timing is not None else FixedTiming(prefill_ms=50.0, decode_ms=10.0)
+    if kv_bytes_per_token is not None:
+        link = KVLink(
+            mode=kv_transfer,
+            kv_bytes_per_token=kv_bytes_per_token,
+            bandwidth_gbps=kv_bandwidth_gbps,
+            latency_ms=kv_latency_ms,
+        )
+    elif model is not None:
+        link = KVLink.for_model(
+            model,
+            tensor_parallel=prefill_tensor_parallel,
+            bandwidth_gbps=kv_bandwidth_gbps,
+            latency_ms=kv_latency_ms,
+            mode=kv_transfer,
+        )
+    else:
+        link = KVLink(mode=kv_transfer, bandwidth_gbps=kv_bandwidth_gbps, latency_ms=kv_latency_ms)
+    return Disaggregated(
+        prefill_workers=prefill_workers,
+        decode_workers=decode_workers,
+        prefill_engine=attrs.evolve(prefill_engine or base_engine, role="prefill"),
+        decode_engine=attrs.evolve(decode_engine or base_engine, role="decode"),
+        prefill_timing=prefill_timing or base_timing,
+        decode_timing=decode_timing or base_timing,
+        link=link,
+        order=order,
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# the figure
+
+_PHASE_COLOURS: tuple[tuple[str, str], ...] = (
+    ("prefill queueing", "#d9d9d9"),
+    ("prefill compute", "#4e79a7"),
+    ("reservation wait", "#f28e2b"),
+    ("KV transfer", "#e15759"),
+    ("decode queueing", "#bab0ac"),
+    ("decode", "#59a14f"),
+)
+
+
+def _fmt(value: float) -> str:
+    text = f"{value:.2f}".rstrip("0").rstrip(".")
+    return "0" if text == "-0" else text
+
+
+def handoff_timeline_svg(
+    records: ReplayResult | Iterable[RequestRecord],
+    *,
+    width_px: int = 720,
+    row_px: int = 22,
+    title: str = "P/D handoff timeline",
+) -> str:
+    """Draw each request's P/D phases as one row of a timeline; return SVG text.
+
+    One row per request with a handoff (in record order), labelled ``id P<prefill> →
+    D<decode>``; coloured segments for prefill queueing, prefill compute, reservation wait,
+    KV transfer, decode queueing and decode (decode admission to last token), on a shared
+    time axis in virtual milliseconds. Standard library only; the output depends on the
+    records alone, so it is byte-for-byte reproducible.
+    """
+    items = records.requests if isinstance(records, ReplayResult) else records
+    rows: list[tuple[str, list[tuple[int, float, float]]]] = []
+    for record in items:
+        h = record.handoff
+        if h is None or record.engine_arrival_ms is None:
+            continue
+        marks = [
+            record.engine_arrival_ms,
+            h.prefill_admit_ms,
+            h.prefill_done_ms,
+            None
+            if h.destination_reserved_ms is None or h.prefill_done_ms is None
+            else max(h.prefill_done_ms, h.destination_reserved_ms),
+            h.transfer_done_ms,
+            h.decode_admit_ms,
+            record.last_token_ms,
+        ]
+        segments: list[tuple[int, float, float]] = []
+        for phase in range(len(_PHASE_COLOURS)):
+            start, end = marks[phase], marks[phase + 1]
+            if start is None or end is None:
+                break
+            segments.append((phase, start, end))
+        label = f"{record.request_id} P{h.prefill_worker} \u2192 D{h.decode_worker}"
+        rows.append((label, segments))
+    left, right, top = 150, 20, 40
+    plot_w = width_px - left - right
+    end_ms = max((s[2] for _, segs in rows for s in segs), default=1.0) or 1.0
+    scale = plot_w / end_ms
+    axis_y = top + row_px * len(rows) + 6
+    height = axis_y + 70
+    out = [
+        '<svg xmlns="http://www.w3.org/2000/svg" '
+        f'width="{width_px}" height="{height}" viewBox="0 0 {width_px} {height}" '
+        'font-family="sans-serif" font-size="12">',
+        f'<rect width="{width_px}" height="{height}" fill="#ffffff"/>',
+        f'<text x="{left}" y="22" font-size="14" font-weight="bold">{_escape(title)}</text>',
+    ]
+    for i, (label, segments) in enumerate(rows):
+        y = top + row_px * i
+        out.append(
+            f'<text x="{left - 8}" y="{y + row_px * 0.65:.1f}" text-anchor="end">'
+            f"{_escape(label)}</text>"
+        )
+        for phase, start, end in segments:
+            name, colour = _PHASE_COLOURS[phase]
+            x = left + start * scale
+            w = max((end - start) * scale, 0.0)
+            out.append(
+                f'<rect x="{_fmt(x)}" y="{y + 3}" width="{_fmt(w)}" height="{row_px - 6}" '
+                f'fill="{colour}"><title>{_escape(name)}: {_fmt(start)}\u2013{_fmt(end)} ms'
+                "</title></rect>"
+            )
+    out.append(
+        f'<line x1="{left}" y1="{axis_y}" x2="{left + plot_w}" y2="{axis_y}" stroke="#000000"/>'
+    )
+    step = _tick_step(end_ms)
+    tick = 0.0
+    while tick <= end_ms + 1e-9:
+        x = left + tick * scale
+        out.append(
+            f'<line x1="{_fmt(x)}" y1="{axis_y}" x2="{_fmt(x)}" y2="{axis_y + 4}" '
+            'stroke="#000000"/>'
+        )
+        out.append(
+            f'<text x="{_fmt(x)}" y="{axis_y + 16}" text-anchor="middle">{_fmt(tick)}</text>'
+        )
+        tick += step
+    out.append(
+        f'<text x="{left + plot_w / 2:.1f}" y="{axis_y + 32}" text-anchor="middle">'
+        "virtual time (ms)</text>"
+    )
+    x = left
+    legend_y = axis_y + 48
+    for name, colour in _PHASE_COLOURS:
+        out.append(f'<rect x="{x}" y="{legend_y}" width="10" height="10" fill="{colour}"/>')
+        out.append(f'<text x="{x + 14}" y="{legend_y + 9}">{_escape(name)}</text>')
+        x += 14 + 7 * len(name) + 12
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def _tick_step(end_ms: float) -> float:
+    raw = end_ms / 8
+    magnitude = 10 ** math.floor(math.log10(raw)) if raw > 0 else 1.0
+    for factor in (1, 2, 5, 10):
+        if raw <= factor * magnitude:
+            return float(factor * magnitude)
+    return float(10 * magnitude)
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
