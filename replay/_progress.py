@@ -46,9 +46,11 @@ class Progress:
     """A throttled progress line for one run.
 
     State: ``done`` requests (terminal: finished, rejected or failed), of which ``completed``
-    finished; ``virtual_time_ns`` is the latest event's time. :meth:`on_event` updates the
-    counts and, if at least ``min_interval_s`` of wall time passed since the last line,
-    writes a new one; :meth:`close` writes the final line (always) and ends it.
+    finished; ``virtual_time_ns`` is the latest time seen. :meth:`on_event` (a journal
+    subscriber) or :meth:`update` (a poller) updates them and, if at least
+    ``min_interval_s`` of wall time passed since the last line, writes a new one (the first
+    call only starts the wall clock); :meth:`close` writes the final line (always) and ends
+    it.
 
     On a terminal (``rewrite=True``) each line overwrites the previous one with a carriage
     return; otherwise each line ends with a newline.
@@ -86,12 +88,30 @@ class Progress:
             self.done += 1
             if event.kind is EventKind.FINISHED:
                 self.completed += 1
-        now_s = self.wall_clock()
+        self._tick(self.wall_clock())
+
+    def due(self, now_s: float) -> bool:
+        """Whether a line written at wall time ``now_s`` would respect the interval."""
+        return self._last_line_s is None or now_s - self._last_line_s >= self.min_interval_s
+
+    def update(self, *, virtual_time_ns: int, done: int, completed: int) -> None:
+        """Set the counts from outside (a poller), then maybe write a line.
+
+        Args:
+            virtual_time_ns: the virtual time reached.
+            done: requests that ended (completed, rejected or failed).
+            completed: requests that completed.
+        """
+        self.virtual_time_ns = max(self.virtual_time_ns, virtual_time_ns)
+        self.done = done
+        self.completed = completed
+        self._tick(self.wall_clock())
+
+    def _tick(self, now_s: float) -> None:
         if self._started_s is None:
             self._started_s = now_s
             self._last_line_s = now_s
-            return
-        if self._last_line_s is not None and now_s - self._last_line_s >= self.min_interval_s:
+        elif self.due(now_s):
             self._write(now_s)
 
     def close(self) -> None:

@@ -35,7 +35,7 @@ import attrs
 import numpy as np
 
 import simclock
-from engines import Engine, EventKind, LifecycleEvent, RequestTrace
+from engines import Engine, EventKind, Journal, LifecycleEvent, RequestTrace
 from loadgen import Workload
 from policies import Policy, policy_name
 
@@ -345,6 +345,7 @@ class ReplaySession:
     _seed: int
     _slo: SLO | None
     _echo: dict[str, Any]
+    _history_on: bool = True
     _loop: simclock.VirtualEventLoop = attrs.field(init=False)
     _main: asyncio.Task[None] = attrs.field(init=False)
     _breakpoints: list[Breakpoint] = attrs.field(factory=list, init=False)
@@ -363,7 +364,8 @@ class ReplaySession:
     def __attrs_post_init__(self) -> None:
         self._loop = simclock.new_event_loop()
         self._run.build()
-        self._run.journal.subscribe(self._on_event)
+        if self._history_on:
+            self._run.journal.subscribe(self._on_event)
         self._main = self._loop.create_task(self._run.main(), name="replay")
         self._main.add_done_callback(_stop_loop)
 
@@ -380,6 +382,7 @@ class ReplaySession:
         max_virtual_time_s: float | None = None,
         keep_events: bool = False,
         config: Mapping[str, object] | None = None,
+        history: bool = True,
     ) -> ReplaySession:
         """Build a replay exactly as :func:`replay.run` would, without running anything.
 
@@ -393,6 +396,11 @@ class ReplaySession:
             max_virtual_time_s: stop releasing after this virtual time.
             keep_events: keep every lifecycle event in the journal.
             config: extra configuration to echo in the report.
+            history: watch the journal (request history, request states, event and
+                request breakpoints). Watching makes the engines record their per-token
+                events, which the report's lifecycle-event counts then include; with
+                ``history=False`` the run is observed exactly as :func:`replay.run` observes
+                it, and only instants and predicates can stop it.
 
         Returns:
             The session, at virtual time 0 with nothing run.
@@ -425,7 +433,7 @@ class ReplaySession:
         }
         if config:
             echo["config"] = dict(config)
-        return cls(run, workload, seed, slo, echo)
+        return cls(run, workload, seed, slo, echo, history)
 
     # -- recording ------------------------------------------------------------------------
 
@@ -482,6 +490,10 @@ class ReplaySession:
         return min(pending) if pending else None
 
     # -- running --------------------------------------------------------------------------
+
+    def _need_history(self, what: str) -> None:
+        if not self._history_on:
+            raise ValueError(f"{what} need the request history; build with history=True")
 
     def _check_usable(self) -> None:
         if self._error is not None:
@@ -734,6 +746,7 @@ class ReplaySession:
         """
         if request_id not in self._run.prepared.positions:
             raise ValueError(f"no request {request_id!r} in the workload")
+        self._need_history("request stops")
         kinds = _TERMINAL if state == "terminal" else frozenset({_event_kind(state)})
         label = "terminal" if state == "terminal" else _event_kind(state).value
         last = self._last_kind.get(request_id)
@@ -903,6 +916,8 @@ class ReplaySession:
     # -- breakpoints --------------------------------------------------------------------
 
     def _add(self, bp: Breakpoint) -> Breakpoint:
+        if bp.kind in ("request", "event"):
+            self._need_history("event and request breakpoints")
         self._breakpoints.append(bp)
         self._next_number += 1
         return bp
@@ -1001,6 +1016,11 @@ class ReplaySession:
     # -- inspection ---------------------------------------------------------------------
 
     @property
+    def journal(self) -> Journal:
+        """The run's live journal (subscribe a :class:`replay.TimelineRecorder` here)."""
+        return self._run.journal
+
+    @property
     def engines(self) -> tuple[Engine, ...]:
         """The live engines (read their ``view``; do not call their handshake methods)."""
         return self._run.engines
@@ -1047,6 +1067,7 @@ class ReplaySession:
         """
         if request_id not in self._run.prepared.positions:
             raise ValueError(f"no request {request_id!r} in the workload")
+        self._need_history("request states")
         last = self._last_kind.get(request_id)
         state = "pending" if last is None else _STATE_OF[last[0]]
         history = tuple(self._history.get(request_id, ()))
@@ -1057,6 +1078,7 @@ class ReplaySession:
 
     def in_flight(self) -> tuple[RequestState, ...]:
         """Every released request that has not ended, in release order."""
+        self._need_history("request states")
         return tuple(
             self.request(rid) for rid, (kind, _) in self._last_kind.items() if kind not in _TERMINAL
         )
@@ -1092,7 +1114,7 @@ class ReplaySession:
 
     def describe(self) -> str:
         """Return the whole state as text: time, engines, policy, requests in flight."""
-        flying = self.in_flight()
+        flying = self.in_flight() if self._history_on else ()
         lines = [f"virtual time {format_ns(self.now_ns)}"]
         lines.extend(self.engine(e.index).describe() for e in self._run.engines)
         lines.append(self.policy().describe())
@@ -1100,7 +1122,8 @@ class ReplaySession:
         for r in flying:
             by_state[r.state] = by_state.get(r.state, 0) + 1
         counts = ", ".join(f"{n} {s}" for s, n in sorted(by_state.items())) or "none"
-        lines.append(f"in flight: {len(flying)} ({counts})")
+        if self._history_on:
+            lines.append(f"in flight: {len(flying)} ({counts})")
         return "\n".join(lines)
 
     def __repr__(self) -> str:

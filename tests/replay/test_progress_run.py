@@ -1,0 +1,127 @@
+"""Progress and timeline in a replay: lines written, results unchanged, flags parsed."""
+
+from __future__ import annotations
+
+import argparse
+import io
+import itertools
+from pathlib import Path
+
+import pytest
+
+from engines import EngineConfig, FixedTiming
+from loadgen import Workload, read_trace
+from policies import LeastLoaded
+from replay._cli_debug import (
+    DebugOptions,
+    add_debug_flags,
+    debug_options_from_args,
+    run_observed,
+)
+from replay._output import write_outputs
+from replay._report import ReplayResult
+from replay._runner import run
+from replay._timeline import TimelineFilter
+from replay._topology import Aggregated
+
+from .timeline_checks import check_timeline
+
+TOPOLOGY = Aggregated(
+    workers=2,
+    engine=EngineConfig(num_blocks=1500, max_num_batched_tokens=4096),
+    timing=FixedTiming(prefill_ms=50.0, decode_ms=10.0),
+)
+
+
+@pytest.fixture
+def workload(tmp_path: Path, shared_data: Path) -> Workload:
+    with (shared_data / "mooncake" / "conversation_trace.jsonl").open(encoding="utf-8") as trace:
+        lines = list(itertools.islice(trace, 60))
+    sample = tmp_path / "sample.jsonl"
+    sample.write_text("".join(lines), encoding="utf-8")
+    return read_trace(sample)
+
+
+def outputs(result: ReplayResult, directory: Path) -> dict[str, bytes]:
+    write_outputs(result, directory)
+    return {p.name: p.read_bytes() for p in sorted(directory.iterdir())}
+
+
+def test_progress_never_changes_the_report(workload: Workload, tmp_path: Path) -> None:
+    expected = run(workload, topology=TOPOLOGY, policy=LeastLoaded(), seed=1)
+    stream = io.StringIO()
+    got = run_observed(
+        workload,
+        options=DebugOptions(progress="plain"),
+        topology=TOPOLOGY,
+        policy=LeastLoaded(),
+        seed=1,
+        progress_stream=stream,
+    )
+    assert outputs(got, tmp_path / "progress") == outputs(expected, tmp_path / "plain")
+    last = stream.getvalue().splitlines()[-1]
+    completed = sum(1 for r in expected.requests if r.status == "completed")
+    assert last.startswith("virtual ") and f" done 60/60 (completed {completed})" in last
+
+
+def test_the_timeline_flag_writes_a_valid_filtered_timeline(
+    workload: Workload, tmp_path: Path
+) -> None:
+    path = tmp_path / "timeline.json"
+    first = workload.requests[0].id
+    got = run_observed(
+        workload,
+        options=DebugOptions(
+            timeline_path=path,
+            timeline_filter=TimelineFilter(end_ns=60_000_000_000, request_ids=[first]),
+        ),
+        topology=TOPOLOGY,
+        policy=LeastLoaded(),
+        seed=1,
+    )
+    doc = check_timeline(path.read_bytes())
+    spans = {e["id2"]["local"] for e in doc["traceEvents"] if e["ph"] == "b"}
+    assert spans == {first}
+    assert all(e["ts"] <= 60_000_000 for e in doc["traceEvents"] if e["ph"] != "M")
+    expected = run(workload, topology=TOPOLOGY, policy=LeastLoaded(), seed=1, keep_events=True)
+    assert (
+        outputs(got, tmp_path / "timeline")["requests.jsonl"]
+        == outputs(expected, tmp_path / "plain")["requests.jsonl"]
+    )
+
+
+def test_debug_flags_parse_into_options() -> None:
+    parser = argparse.ArgumentParser()
+    add_debug_flags(parser)
+    args = parser.parse_args(
+        [
+            "--timeline",
+            "out/t.json",
+            "--timeline-start-s",
+            "1.5",
+            "--timeline-request",
+            "a",
+            "--timeline-request",
+            "b",
+            "--progress",
+            "plain",
+            "--log-level",
+            "info",
+        ]
+    )
+    options = debug_options_from_args(args)
+    assert options == DebugOptions(
+        timeline_path=Path("out/t.json"),
+        timeline_filter=TimelineFilter(start_ns=1_500_000_000, request_ids=["a", "b"]),
+        progress="plain",
+    )
+    assert (args.log_format, args.log_level) == ("auto", "info")
+
+
+def test_a_negative_timeline_bound_is_refused() -> None:
+    parser = argparse.ArgumentParser()
+    add_debug_flags(parser)
+    args = parser.parse_args(["--timeline-end-s", "-1"])
+    with pytest.raises(ValueError) as info:
+        debug_options_from_args(args)
+    assert str(info.value) == "--timeline-end-s: must be a finite number of seconds >= 0, got -1.0"
