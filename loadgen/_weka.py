@@ -424,6 +424,7 @@ def read_weka(
                 scope = ids.local_scope()
                 scanned = None
         if scanned is None:
+            scope = ids.local_scope()
             value = decode_json(data, label, line)
         loc = Located(label, line, value)
         play_name = loc.required_string("id")
