@@ -318,6 +318,9 @@ class ReplayConfig:
     def build_engine(self) -> EngineConfig:
         """The engine configuration; ``num_blocks`` defaults to what fits on the GPU.
 
+        The tensor-parallel degree is the roofline model's ``tensor_parallel`` (1 for every
+        other timing model): an engine is then that many GPUs.
+
         Raises:
             ConfigError: a bad engine field, or a GPU too small for the model's weights.
         """
@@ -325,6 +328,9 @@ class ReplayConfig:
         if "num_blocks" not in fields:
             # Validate the other fields first, so a bad block size is reported as such.
             block_size = _call("engine", EngineConfig, **{**fields, "num_blocks": 1}).block_size
+            tensor_parallel = 1
+            if self.timing.name == "roofline":
+                tensor_parallel = self.timing.options.get("tensor_parallel", 1)
             fields["num_blocks"] = _call(
                 "engine",
                 kv_blocks_for,
@@ -332,6 +338,7 @@ class ReplayConfig:
                 self.model,
                 block_size=block_size,
                 gpu_memory_utilization=self.gpu_memory_utilization,
+                tensor_parallel=tensor_parallel,
             )
         return _call("engine", EngineConfig, **fields)
 
@@ -378,15 +385,18 @@ def kv_blocks_for(
     *,
     block_size: int = 64,
     gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION,
+    tensor_parallel: int = 1,
 ) -> int:
     """KV blocks of one engine: the GPU memory left after the weights, as vLLM sizes it.
 
-    ``floor((memory_bytes * utilization - 2 * params) / (kv_bytes_per_token * block_size))``
-    with bf16 weights and KV, tensor parallel 1; ``params`` counts the linear layers, the
-    input embedding and the output head.
+    ``floor((memory_bytes * utilization - 2 * params / t) / (kv_bytes_per_token * block_size))``
+    per GPU, with bf16 weights and KV sharded over ``t = tensor_parallel`` GPUs (the KV bytes
+    per token are those of one shard); ``params`` counts the linear layers, the input
+    embedding and the output head.
 
     Raises:
-        ValueError: an unknown GPU or model, or the weights do not fit.
+        ValueError: an unknown GPU or model, a bad utilization or tensor-parallel degree, or
+            the weights do not fit.
     """
     spec = gpu_spec(gpu)
     arch = model_arch(model)
@@ -394,11 +404,13 @@ def kv_blocks_for(
         raise ValueError(
             f"gpu_memory_utilization must be in (0, 1], got {gpu_memory_utilization!r}"
         )
-    weights = 2.0 * (arch.linear_params + 2 * arch.head_params)
+    per_token = kv_bytes_per_token(arch, tensor_parallel=tensor_parallel)
+    weights = 2.0 * (arch.linear_params + 2 * arch.head_params) / tensor_parallel
     free = spec.memory_bytes * gpu_memory_utilization - weights
-    blocks = math.floor(free / (kv_bytes_per_token(arch) * block_size))
+    blocks = math.floor(free / (per_token * block_size))
     if blocks < 1:
-        raise ValueError(f"model {arch.name} does not fit on one {spec.name} with room for KV")
+        gpus = "one" if tensor_parallel == 1 else str(tensor_parallel)
+        raise ValueError(f"model {arch.name} does not fit on {gpus} {spec.name} with room for KV")
     return blocks
 
 

@@ -355,3 +355,14 @@ def test_a_failed_replay_still_prints_and_writes_its_report_and_exits_1(
     assert "Replay Result" in captured.out
     assert captured.err == "simclock replay: replay failed: PolicyHookError: hook raised\n"
     assert sorted(os.listdir(out)) == sorted(OUTPUT_FILES)
+
+
+def test_ctrl_c_exits_130_without_a_traceback(
+    small_trace: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "run", interrupted)
+    assert main(["replay", str(small_trace)]) == 130
+    assert capsys.readouterr().err == "simclock: interrupted\n"

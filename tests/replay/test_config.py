@@ -67,6 +67,20 @@ def test_kv_blocks_for_matches_a_hand_computation() -> None:
     )
 
 
+def test_kv_blocks_shard_weights_and_kv_over_tensor_parallel_gpus() -> None:
+    # llama-3.1-70b on H200 with TP 2: half the weights and half the KV heads per GPU.
+    params = 80 * (2 * 8192 * 64 * 128 + 2 * 8192 * 8 * 128 + 3 * 8192 * 28672) + 2 * 8192 * 128256
+    kv_per_token_per_shard = 2 * 80 * 4 * 128 * 2
+    expected = math.floor((141e9 * 0.9 - 2 * params / 2) / (kv_per_token_per_shard * 64))
+    assert kv_blocks_for("H200", "llama-3.1-70b", tensor_parallel=2) == expected
+    config = resolve_config(
+        overrides={"gpu": "H200", "model": "llama-3.1-70b", "timing": "roofline:tensor_parallel=2"}
+    )
+    assert config.build_engine().num_blocks == expected
+    with pytest.raises(ValueError, match=r"^model llama-3\.1-70b does not fit on one H200"):
+        kv_blocks_for("H200", "llama-3.1-70b")
+
+
 def test_every_policy_and_timing_name_builds() -> None:
     for name in POLICIES:
         assert ReplayConfig(policy=ComponentSpec(name)).build_policy() is not None
