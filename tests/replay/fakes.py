@@ -38,6 +38,16 @@ class FakeTrace:
     rejection_reason: str | None = None
     failure_reason: str | None = None
     truncated: bool = False
+    prefill_worker: int | None = None
+    decode_worker: int | None = None
+    prefill_admit_ns: int | None = None
+    prefill_done_ns: int | None = None
+    destination_reserved_ns: int | None = None
+    transfer_done_ns: int | None = None
+    decode_admit_ns: int | None = None
+    transfer_tokens: int | None = None
+    transfer_ms: float | None = None
+    decode_reused_tokens: int | None = None
 
 
 @attrs.frozen

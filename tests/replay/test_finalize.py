@@ -7,7 +7,7 @@ import math
 import pytest
 
 import simclock
-from replay import SLO, TERMINAL_STATUSES, EngineUsage, EventCounter, RunMeta, finalize
+from replay import SLO, TERMINAL_STATUSES, EngineUsage, EventCounter, Handoff, RunMeta, finalize
 
 from .fakes import (
     MS,
@@ -287,3 +287,46 @@ def test_times_are_exact_milliseconds_of_integer_nanoseconds() -> None:
     result = _run(trace)
     assert result.requests[0].ttft_ms == 5.3687
     assert math.isclose(result.requests[0].tpot_ms or 0, 10.0)
+
+
+def test_output_tokens_per_s_per_user_pools_positive_gaps_only() -> None:
+    # Gaps 10 ms and 0 ms (two tokens in one pass) then 20 ms: 1000/10 and 1000/20 pooled.
+    result = _run(completed("a", arrival_ms=0, tokens_ms=[10, 20, 20, 40]))
+    d = result.summary.output_tokens_per_s_per_user
+    assert d.count == 2
+    assert (d.min, d.max, d.mean) == (50.0, 100.0, 75.0)
+    assert result.summary.itl_ms.count == 3  # the zero gap is still an inter-token latency
+    assert result.summary.itl_ms.min == 0.0
+
+
+def test_disaggregated_fields_become_a_handoff_record() -> None:
+    trace = completed("a", arrival_ms=0, tokens_ms=[65.3687, 75.3687])
+    trace.prefill_worker = 0
+    trace.decode_worker = 1
+    trace.prefill_admit_ns = 0
+    trace.prefill_done_ns = 50 * MS
+    trace.destination_reserved_ns = 50 * MS
+    trace.transfer_done_ns = 55_368_700
+    trace.decode_admit_ns = 55_368_700
+    trace.transfer_tokens = 1024
+    trace.transfer_ms = 5.3687
+    trace.decode_reused_tokens = 0
+    (record,) = _run(trace).requests
+    assert record.handoff == Handoff(
+        prefill_worker=0,
+        decode_worker=1,
+        prefill_admit_ms=0.0,
+        prefill_done_ms=50.0,
+        destination_reserved_ms=50.0,
+        transfer_done_ms=55.3687,
+        decode_admit_ms=55.3687,
+        transfer_tokens=1024,
+        transfer_ms=5.3687,
+        decode_reused_tokens=0,
+    )
+    assert record.ttft_ms == 65.3687
+
+
+def test_aggregated_requests_have_no_handoff_record() -> None:
+    (record,) = _run(completed("a", arrival_ms=0, tokens_ms=[1])).requests
+    assert record.handoff is None
