@@ -1,0 +1,97 @@
+"""REFERENCE-engine §9 (d): P/D worked example and its variants, end to end through replay.run."""
+
+from __future__ import annotations
+
+import pytest
+
+from engines._catalog import ModelArch
+from policies._pd import PDPolicy
+from replay._pd import KVLink
+
+from .pd_helpers import KV_BYTES_9D, example_d, replay, request
+
+ORDERS = ["source_first", "destination_first"]
+
+# 64 layers, 8 KV heads, head dim 128: the §9d model (other fields do not matter to the link)
+ARCH_9D = ModelArch(
+    name="example-d",
+    num_layers=64,
+    hidden_size=8192,
+    num_heads=64,
+    num_kv_heads=8,
+    head_dim=128,
+    ffn_size=28672,
+    vocab_size=128256,
+    context_length=131072,
+)
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_d_ttft_65_3687_and_e2e_155_3687(order: str) -> None:
+    result = replay([request("a")], example_d(order=order), PDPolicy())
+    (a,) = result.requests
+    h = a.handoff
+    assert h is not None
+    assert a.status == "completed"
+    assert (h.prefill_worker, h.decode_worker) == (0, 1)
+    assert (h.prefill_admit_ms, h.prefill_done_ms) == (0.0, 50.0)
+    assert h.transfer_tokens == 1024  # decode worker holds 0 of 16 blocks
+    assert h.transfer_ms == pytest.approx(5.3687, abs=1e-4)
+    assert h.transfer_done_ms == h.decode_admit_ms == 55.368709
+    assert h.decode_reused_tokens == 0
+    assert round(a.ttft_ms or 0, 4) == 65.3687
+    assert round(a.e2e_ms or 0, 4) == 155.3687
+    assert len(a.token_times_ms) == 10  # the bootstrap token is hidden
+
+
+def test_d_source_first_reserves_at_prefill_done_destination_first_at_dispatch() -> None:
+    source = replay([request("a")], example_d(), PDPolicy()).requests[0].handoff
+    destination = replay([request("a")], example_d(order="destination_first"), PDPolicy())
+    assert source is not None and source.destination_reserved_ms == 50.0
+    h = destination.requests[0].handoff
+    assert h is not None and h.destination_reserved_ms == 0.0
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_d_full_prompt_transfers_1000_tokens_ttft_65_2429(order: str) -> None:
+    result = replay([request("a")], example_d(mode="full_prompt", order=order), PDPolicy())
+    (a,) = result.requests
+    assert a.handoff is not None and a.handoff.transfer_tokens == 1000
+    assert round(a.handoff.transfer_ms or 0, 4) == 5.2429
+    assert round(a.ttft_ms or 0, 4) == 65.2429
+
+
+def test_d_prefill_tp2_halves_bytes_per_token_and_transfer_is_2_68_ms() -> None:
+    link = KVLink.for_model(ARCH_9D, tensor_parallel=2, bandwidth_gbps=50.0)
+    assert link.kv_bytes_per_token == KV_BYTES_9D / 2 == 131_072
+    assert KVLink.for_model(ARCH_9D).kv_bytes_per_token == KV_BYTES_9D == 262_144
+    result = replay(
+        [request("a")], example_d(kv_bytes_per_token=link.kv_bytes_per_token), PDPolicy()
+    )
+    h = result.requests[0].handoff
+    assert h is not None and round(h.transfer_ms or 0, 2) == 2.68
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_d_later_identical_request_moves_1_block_in_0_3355_ms(order: str) -> None:
+    result = replay([request("a"), request("b", at_ms=500)], example_d(order=order), PDPolicy())
+    b = result.requests[1].handoff
+    assert b is not None
+    assert (b.decode_reused_tokens, b.transfer_tokens) == (960, 64)  # 15 blocks resident
+    assert round(b.transfer_ms or 0, 4) == 0.3355
+
+
+@pytest.mark.parametrize("order", ORDERS)
+def test_d_decode_fixed_20_gives_ttft_75_37_and_e2e_255_37(order: str) -> None:
+    result = replay([request("a")], example_d(decode_ms=20.0, order=order), PDPolicy())
+    (a,) = result.requests
+    assert (round(a.ttft_ms or 0, 2), round(a.e2e_ms or 0, 2)) == (75.37, 255.37)
+
+
+def test_bandwidth_unset_means_instant_transfer_and_latency_is_added() -> None:
+    instant = replay([request("a")], example_d(bandwidth_gbps=None), PDPolicy()).requests[0]
+    assert instant.handoff is not None and instant.handoff.transfer_ms == 0.0
+    assert instant.ttft_ms == 60.0  # prefill 50 + decode pass 10
+    slow = replay([request("a")], example_d(latency_ms=2.5), PDPolicy()).requests[0]
+    assert slow.handoff is not None
+    assert slow.handoff.transfer_ms == pytest.approx(2.5 + 5.36870912)
