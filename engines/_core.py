@@ -138,6 +138,7 @@ class EngineCore:
         self.prefill_outstanding = 0
         self.decode_outstanding = 0
         self.passes = 0
+        self.busy_ns = 0
 
     # -- events ------------------------------------------------------------------------------
 
@@ -366,8 +367,10 @@ class EngineCore:
             if r.pf:  # a steady decode entry (pf 0) stays at pf 0
                 self._refresh(r)
         plan = Pass(now_ns, entries, sched_n, comp, outb)
-        plan.end_ns = now_ns + self._duration_ns(plan)
+        duration = self._duration_ns(plan)
+        plan.end_ns = now_ns + duration
         self.passes += 1
+        self.busy_ns += duration
         if self.journal.observed:
             self._record_chunks(plan)
         return plan

@@ -222,6 +222,11 @@ class Engine:
         return self._core.passes
 
     @property
+    def busy_ns(self) -> int:
+        """Total duration of the passes planned so far, in ns."""
+        return self._core.busy_ns
+
+    @property
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""
         return self._closed

@@ -1,0 +1,66 @@
+"""EngineConfig validation (REFERENCE-engine §2)."""
+
+from __future__ import annotations
+
+import pytest
+
+from engines import DEFAULT_CONTEXT_LENGTH, EngineConfig, EngineConfigError
+
+
+def test_defaults_follow_the_reference() -> None:
+    config = EngineConfig(num_blocks=100)
+    assert (config.block_size, config.max_num_batched_tokens, config.max_num_seqs) == (
+        64,
+        8192,
+        256,
+    )
+    assert config.enable_chunked_prefill and config.enable_prefix_caching
+    assert config.watermark_fraction == 0.0 and config.watermark_blocks == 0
+    assert config.role == "aggregated"
+    assert config.context_length == DEFAULT_CONTEXT_LENGTH
+
+
+def test_watermark_blocks_rounds_down() -> None:
+    assert EngineConfig(num_blocks=99, watermark_fraction=0.01).watermark_blocks == 0
+    assert EngineConfig(num_blocks=250, watermark_fraction=0.01).watermark_blocks == 2
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"num_blocks": 0}, "EngineConfig.num_blocks must be an int >= 1, got 0"),
+        ({"num_blocks": 2.0}, "EngineConfig.num_blocks must be an int >= 1, got 2.0"),
+        ({"num_blocks": True}, "EngineConfig.num_blocks must be an int >= 1, got True"),
+        ({"num_blocks": 1, "block_size": 0}, "EngineConfig.block_size must be an int >= 1, got 0"),
+        (
+            {"num_blocks": 1, "max_num_seqs": -1},
+            "EngineConfig.max_num_seqs must be an int >= 1, got -1",
+        ),
+        (
+            {"num_blocks": 1, "watermark_fraction": 1.0},
+            "EngineConfig.watermark_fraction must be a number in [0, 1), got 1.0",
+        ),
+        (
+            {"num_blocks": 1, "watermark_fraction": float("nan")},
+            "EngineConfig.watermark_fraction must be a number in [0, 1), got nan",
+        ),
+        (
+            {"num_blocks": 1, "enable_chunked_prefill": 1},
+            "EngineConfig.enable_chunked_prefill must be a bool, got 1",
+        ),
+        (
+            {"num_blocks": 1, "role": "both"},
+            "EngineConfig.role must be one of 'aggregated', 'prefill', 'decode', got 'both'",
+        ),
+    ],
+)
+def test_bad_fields_raise_exact_messages(options: dict[str, object], message: str) -> None:
+    with pytest.raises(EngineConfigError) as info:
+        EngineConfig(**options)  # type: ignore[arg-type]
+    assert str(info.value) == message
+    assert isinstance(info.value, ValueError)
+
+
+def test_fields_are_keyword_only() -> None:
+    with pytest.raises(TypeError):
+        EngineConfig(100)  # type: ignore[call-arg]

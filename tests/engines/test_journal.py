@@ -1,0 +1,90 @@
+"""The journal folds lifecycle events into per-request traces and tells subscribers."""
+
+from __future__ import annotations
+
+from engines import Admission, EventKind, Journal, LifecycleEvent
+
+
+def ev(
+    t: int, kind: EventKind, rid: str = "a", engine: int | None = 0, **detail: object
+) -> LifecycleEvent:
+    return LifecycleEvent(t, kind, rid, engine, tuple(detail.items()))
+
+
+def test_traces_follow_first_event_order_and_fold_every_kind() -> None:
+    j = Journal()
+    j.record(ev(5, EventKind.ARRIVED, "b", None, input_length=10, output_length=3))
+    j.record(ev(6, EventKind.ARRIVED, "a", None, input_length=20, output_length=2))
+    j.record(ev(7, EventKind.TOKENIZED, "a", None, start_ns=6))
+    j.record(ev(8, EventKind.QUEUED, "a"))
+    j.record(ev(9, EventKind.ADMITTED, "a", reused_tokens=16, is_readmission=False))
+    j.record(ev(10, EventKind.FIRST_TOKEN, "a"))
+    j.record(ev(11, EventKind.PREEMPTED, "a"))
+    j.record(ev(12, EventKind.ADMITTED, "a", reused_tokens=8, is_readmission=True))
+    j.record(ev(13, EventKind.TOKEN, "a"))
+    j.record(ev(13, EventKind.FINISHED, "a", truncated=True))
+    j.record(ev(14, EventKind.REJECTED, "b", reason="prompt_too_long"))
+    assert list(j.traces) == ["b", "a"]
+    a = j.traces["a"]
+    assert (a.input_length, a.output_length, a.arrival_ns) == (20, 2, 6)
+    assert (a.tokenize_start_ns, a.tokenized_ns, a.engine_arrival_ns, a.engine) == (6, 7, 8, 0)
+    assert a.admissions == [Admission(9, 16, False), Admission(12, 8, True)]
+    assert (a.first_admit_ns, a.reused_input_tokens, a.num_preemptions) == (9, 16, 1)
+    assert a.token_times_ns == [10, 13] and (a.first_token_ns, a.last_token_ns) == (10, 13)
+    assert (a.terminal_ns, a.terminal_status, a.truncated) == (13, "completed", True)
+    b = j.traces["b"]
+    assert (b.terminal_ns, b.terminal_status, b.rejection_reason) == (
+        14,
+        "rejected",
+        "prompt_too_long",
+    )
+    assert b.engine_arrival_ns == 14 and b.engine == 0
+    assert len(j.events) == 11
+
+
+def test_pd_events_fill_the_pd_fields() -> None:
+    j = Journal()
+    j.record(ev(1, EventKind.QUEUED, engine=0, role="prefill"))
+    j.record(
+        ev(1, EventKind.ADMITTED, engine=0, reused_tokens=0, is_readmission=False, role="prefill")
+    )
+    j.record(ev(50, EventKind.PREFILL_DONE, engine=0))
+    j.record(ev(50, EventKind.RESERVED, engine=3, reused_tokens=960))
+    j.record(ev(55, EventKind.TRANSFER_DONE, engine=3, transfer_tokens=64, transfer_ms=0.3355))
+    j.record(
+        ev(55, EventKind.ADMITTED, engine=3, reused_tokens=0, is_readmission=False, role="decode")
+    )
+    t = j.traces["a"]
+    assert (t.prefill_worker, t.prefill_admit_ns, t.prefill_done_ns) == (0, 1, 50)
+    assert (t.decode_worker, t.destination_reserved_ns, t.decode_reused_tokens) == (3, 50, 960)
+    assert (t.transfer_done_ns, t.transfer_tokens, t.transfer_ms) == (55, 64, 0.3355)
+    assert t.decode_admit_ns == 55
+    assert t.admissions == [Admission(1, 0, False)]  # the activation is not a cache admission
+    j.record(ev(60, EventKind.FAILED, engine=None, reason="no decode capacity"))
+    assert (t.terminal_status, t.failure_reason) == ("failed", "no decode capacity")
+
+
+def test_subscribers_run_in_order_after_the_trace_is_updated() -> None:
+    j = Journal(keep_events=False)
+    seen: list[tuple[str, int]] = []
+    j.subscribe(lambda e: seen.append(("first", len(j.traces[e.request_id].token_times_ns))))
+    j.subscribe(lambda e: seen.append(("second", e.time_ns)))
+    j.record(ev(3, EventKind.FIRST_TOKEN))
+    assert seen == [("first", 1), ("second", 3)]
+    assert j.events == []
+
+
+def test_event_get_reads_detail_by_name() -> None:
+    e = ev(1, EventKind.ABORTED, reason="x")
+    assert e.get("reason") == "x" and e.get("missing", 7) == 7
+
+
+def test_wants_token_events_needs_an_observer() -> None:
+    assert Journal().wants_token_events
+    assert not Journal(keep_events=False).wants_token_events
+    quiet = Journal(keep_events=False, token_events=False)
+    quiet.subscribe(print)
+    assert not quiet.wants_token_events
+    watched = Journal(keep_events=False)
+    watched.subscribe(print)
+    assert watched.wants_token_events
