@@ -80,13 +80,13 @@ def add_debug_flags(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--timeline-start-s",
         metavar="SECONDS",
-        type=float,
+        type=_seconds,
         help="leave out of the timeline what ends before this virtual time",
     )
     group.add_argument(
         "--timeline-end-s",
         metavar="SECONDS",
-        type=float,
+        type=_seconds,
         help="leave out of the timeline what starts after this virtual time",
     )
     group.add_argument(
@@ -113,12 +113,19 @@ def configure_from_args(args: argparse.Namespace, *, stream: TextIO | None = Non
     configure_logging(format=log_format or "auto", level=log_level or "warning", stream=stream)
 
 
-def _seconds_to_ns(flag: str, value: float | None) -> int | None:
-    if value is None:
-        return None
+def _seconds(text: str) -> float:
+    """argparse type: a finite number of seconds >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
     if not math.isfinite(value) or value < 0:
-        raise ValueError(f"{flag}: must be a finite number of seconds >= 0, got {value!r}")
-    return round(value * 1_000_000_000)
+        raise argparse.ArgumentTypeError(f"must be a finite number of seconds >= 0, got {text!r}")
+    return value
+
+
+def _ns(value: float | None) -> int | None:
+    return None if value is None else round(value * 1_000_000_000)
 
 
 @attrs.frozen
@@ -136,18 +143,30 @@ class DebugOptions:
     progress: ProgressMode = "none"
 
 
-def debug_options_from_args(args: argparse.Namespace) -> DebugOptions:
+def debug_options_from_args(
+    args: argparse.Namespace, *, parser: argparse.ArgumentParser | None = None
+) -> DebugOptions:
     """Collect the debugging flags of a parsed ``replay`` command line.
 
+    Args:
+        args: the parsed command line.
+        parser: reports an empty timeline window as a usage error (``parser.error``).
+
     Raises:
-        ValueError: a timeline bound is negative or not finite, or the window is empty.
+        ValueError: the timeline window ends before it starts (without ``parser``).
     """
-    start = _seconds_to_ns("--timeline-start-s", getattr(args, "timeline_start_s", None))
-    end = _seconds_to_ns("--timeline-end-s", getattr(args, "timeline_end_s", None))
+    start = _ns(getattr(args, "timeline_start_s", None))
+    end = _ns(getattr(args, "timeline_end_s", None))
     requests = getattr(args, "timeline_request", None)
+    try:
+        window = TimelineFilter(start_ns=start, end_ns=end, request_ids=requests or None)
+    except ValueError as error:
+        if parser is None:
+            raise
+        parser.error(str(error))
     return DebugOptions(
         timeline_path=getattr(args, "timeline", None),
-        timeline_filter=TimelineFilter(start_ns=start, end_ns=end, request_ids=requests or None),
+        timeline_filter=window,
         progress=getattr(args, "progress", "none"),
     )
 

@@ -118,10 +118,17 @@ def test_debug_flags_parse_into_options() -> None:
     assert (args.log_format, args.log_level) == ("auto", "info")
 
 
-def test_a_negative_timeline_bound_is_refused() -> None:
-    parser = argparse.ArgumentParser()
+def test_bad_timeline_bounds_are_usage_errors(capsys: pytest.CaptureFixture[str]) -> None:
+    parser = argparse.ArgumentParser(prog="simclock replay")
     add_debug_flags(parser)
-    args = parser.parse_args(["--timeline-end-s", "-1"])
-    with pytest.raises(ValueError) as info:
-        debug_options_from_args(args)
-    assert str(info.value) == "--timeline-end-s: must be a finite number of seconds >= 0, got -1.0"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--timeline-end-s", "-1"])
+    assert capsys.readouterr().err.endswith(
+        "argument --timeline-end-s: must be a finite number of seconds >= 0, got '-1'\n"
+    )
+    args = parser.parse_args(["--timeline-start-s", "2", "--timeline-end-s", "1"])
+    with pytest.raises(SystemExit):
+        debug_options_from_args(args, parser=parser)
+    assert capsys.readouterr().err.endswith(
+        "error: timeline window ends (1000000000 ns) before it starts (2000000000 ns)\n"
+    )
