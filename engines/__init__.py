@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+from ._catalog import GPUS as GPUS
+from ._catalog import MODELS as MODELS
+from ._catalog import GPUSpec as GPUSpec
+from ._catalog import ModelArch as ModelArch
+from ._catalog import gpu_spec as gpu_spec
+from ._catalog import kv_bytes_per_token as kv_bytes_per_token
+from ._catalog import model_arch as model_arch
 from ._config import DEFAULT_CONTEXT_LENGTH as DEFAULT_CONTEXT_LENGTH
 from ._config import EngineConfig as EngineConfig
 from ._engine import Engine as Engine
@@ -28,9 +35,21 @@ from ._pass import PassShape as PassShape
 from ._pass import Role as Role
 from ._pass import TimingModel as TimingModel
 from ._timing import FixedTiming as FixedTiming
+from ._timing import LinearSample as LinearSample
+from ._timing import LinearTiming as LinearTiming
+from ._timing import PolynomialTiming as PolynomialTiming
+from ._timing import TimingConfigError as TimingConfigError
+from ._timing import fit_linear as fit_linear
+from ._timing_roofline import RooflineTiming as RooflineTiming
+from ._timing_table import TableTiming as TableTiming
+from ._tokenizer import Tokenization as Tokenization
+from ._tokenizer import TokenizerPool as TokenizerPool
+from ._tokenizer import TokenizerStage as TokenizerStage
 
 __all__ = (
     "DEFAULT_CONTEXT_LENGTH",
+    "GPUS",
+    "MODELS",
     "Admission",
     "BlockKeyer",
     "Engine",
@@ -42,18 +61,33 @@ __all__ = (
     "EngineView",
     "EventKind",
     "FixedTiming",
+    "GPUSpec",
     "HandshakeError",
     "InvalidRequestError",
     "Journal",
     "KVCache",
     "KVEvent",
     "LifecycleEvent",
+    "LinearSample",
+    "LinearTiming",
+    "ModelArch",
     "PassShape",
     "PassTimingError",
+    "PolynomialTiming",
     "Rejection",
     "RequestTrace",
     "Reservation",
     "Role",
+    "RooflineTiming",
+    "TableTiming",
     "Tentative",
+    "TimingConfigError",
     "TimingModel",
+    "Tokenization",
+    "TokenizerPool",
+    "TokenizerStage",
+    "fit_linear",
+    "gpu_spec",
+    "kv_bytes_per_token",
+    "model_arch",
 )
