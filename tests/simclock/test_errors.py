@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import inspect
 import math
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -366,3 +367,14 @@ def test_every_clock_error_is_a_simulation_error() -> None:
         simclock.ClockConfigError,
     ):
         assert issubclass(error, simclock.SimulationError)
+
+
+def test_default_budgets_are_documented_values() -> None:
+    # The livelock budget's behaviour is tested above with a small budget; running a million
+    # events here would only slow the suite down.
+    for function in (simclock.VirtualEventLoop, simclock.new_event_loop, simclock.run):
+        parameters = inspect.signature(function).parameters
+        assert parameters["livelock_budget"].default == 1_000_000
+        assert parameters["stall_budget"].default == 1000
+    assert simclock.DEFAULT_LIVELOCK_BUDGET == 1_000_000
+    assert simclock.DEFAULT_STALL_BUDGET == 1000
