@@ -46,14 +46,12 @@ from ._report import EngineUsage as EngineUsage
 from ._report import EventCounter as EventCounter
 from ._report import Goodput as Goodput
 from ._report import Handoff as Handoff
-from ._report import JournalLike as JournalLike
 from ._report import LifecycleEvidence as LifecycleEvidence
 from ._report import ReplayResult as ReplayResult
 from ._report import RequestRecord as RequestRecord
 from ._report import RunMeta as RunMeta
 from ._report import Summary as Summary
 from ._report import TerminalStatus as TerminalStatus
-from ._report import TraceLike as TraceLike
 from ._report import finalize as finalize
 from ._runner import SEED_STREAMS as SEED_STREAMS
 from ._runner import RunJournal as RunJournal
@@ -86,7 +84,6 @@ __all__ = (
     "EventCounter",
     "Goodput",
     "Handoff",
-    "JournalLike",
     "LifecycleEvidence",
     "OutputError",
     "PreparedWorkload",
@@ -106,7 +103,6 @@ __all__ = (
     "TimelineFilter",
     "TimelineRecorder",
     "Topology",
-    "TraceLike",
     "WorkloadValidationError",
     "config_json",
     "finalize",

@@ -9,13 +9,14 @@ from the caller, and :mod:`replay._output` writes what the caller asks for.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Literal, Protocol
+from typing import Literal
 
 import attrs
 import numpy as np
 import numpy.typing as npt
 
 import simclock
+from engines import Journal, LifecycleEvent, RequestTrace
 from loadgen import Request, Workload
 
 from ._metrics import SLO, Distribution
@@ -29,14 +30,12 @@ __all__ = (
     "EventCounter",
     "Goodput",
     "Handoff",
-    "JournalLike",
     "LifecycleEvidence",
     "ReplayResult",
     "RequestRecord",
     "RunMeta",
     "Summary",
     "TerminalStatus",
-    "TraceLike",
     "finalize",
 )
 
@@ -74,130 +73,7 @@ IntArray = npt.NDArray[np.int64]
 
 
 # --------------------------------------------------------------------------------------------
-# What finalize reads: the engines' journal, seen through the fields it uses.
-
-
-class AdmissionLike(Protocol):
-    """One admission of a request to an engine's running list (REFERENCE-engine §1)."""
-
-    @property
-    def at_ns(self) -> int:
-        """Virtual time of the admission, in ns."""
-
-    @property
-    def reused_tokens(self) -> int:
-        """Prefix-cache hit at this admission, in tokens."""
-
-    @property
-    def is_readmission(self) -> bool:
-        """True after a preemption."""
-
-
-class TraceLike(Protocol):
-    """The per-request lifecycle record :func:`finalize` reads (``engines.RequestTrace``).
-
-    Times are integer virtual nanoseconds, None when the request never reached that point.
-    """
-
-    @property
-    def request_id(self) -> str:
-        """The request id."""
-
-    @property
-    def input_length(self) -> int:
-        """Prompt tokens ``P``."""
-
-    @property
-    def output_length(self) -> int:
-        """Requested output tokens ``N``."""
-
-    @property
-    def arrival_ns(self) -> int | None:
-        """Release at the frontend."""
-
-    @property
-    def tokenize_start_ns(self) -> int | None:
-        """Start of tokenization (optional stage)."""
-
-    @property
-    def tokenized_ns(self) -> int | None:
-        """End of tokenization (optional stage)."""
-
-    @property
-    def engine_arrival_ns(self) -> int | None:
-        """First arrival in an engine's waiting queue."""
-
-    @property
-    def engine(self) -> int | None:
-        """Index of the engine that holds (or held) the request."""
-
-    @property
-    def first_admit_ns(self) -> int | None:
-        """First admission to a running list."""
-
-    @property
-    def admissions(self) -> Sequence[AdmissionLike]:
-        """Every admission, first included, in time order."""
-
-    @property
-    def token_times_ns(self) -> Sequence[int]:
-        """The time of every produced token."""
-
-    @property
-    def num_preemptions(self) -> int:
-        """How many times the request was preempted."""
-
-    @property
-    def reused_input_tokens(self) -> int | None:
-        """Prefix-cache hit at the first admission, in tokens (None if never admitted)."""
-
-    @property
-    def terminal_ns(self) -> int | None:
-        """When the request reached its terminal state."""
-
-    @property
-    def terminal_status(self) -> str | None:
-        """The terminal state, None while in flight."""
-
-    @property
-    def rejection_reason(self) -> str | None:
-        """Why an engine rejected the request, if it did."""
-
-    @property
-    def failure_reason(self) -> str | None:
-        """Why the request failed, if it did."""
-
-    @property
-    def truncated(self) -> bool:
-        """Whether its output was cut at the context limit."""
-
-
-class EventKindLike(Protocol):
-    """An event kind; its ``value`` is the lower-case name used in reports."""
-
-    @property
-    def value(self) -> str:
-        """The kind's report name."""
-
-
-class EventLike(Protocol):
-    """A lifecycle event, seen through its kind."""
-
-    @property
-    def kind(self) -> EventKindLike:
-        """What happened."""
-
-
-class JournalLike(Protocol):
-    """What :func:`finalize` reads from a run's journal (``engines.Journal``)."""
-
-    @property
-    def traces(self) -> Mapping[str, TraceLike]:
-        """Per-request traces by request id, in first-event order."""
-
-    @property
-    def events(self) -> Sequence[EventLike]:
-        """Every recorded event, in record order (may be empty when events are not kept)."""
+# Lifecycle evidence.
 
 
 @attrs.define(eq=False)
@@ -213,7 +89,7 @@ class EventCounter:
 
     counts: dict[str, int] = attrs.Factory(dict)
 
-    def __call__(self, event: EventLike) -> None:
+    def __call__(self, event: LifecycleEvent) -> None:
         """Count ``event``."""
         key = event.kind.value
         self.counts[key] = self.counts.get(key, 0) + 1
@@ -544,7 +420,7 @@ def _ms(ns: int | None) -> float | None:
     return None if ns is None else ns / _NS_PER_MS
 
 
-def _status_of(trace: TraceLike | None) -> TerminalStatus:
+def _status_of(trace: RequestTrace | None) -> TerminalStatus:
     """The terminal status of a request; derived when the run left it unset.
 
     No trace: the request was never released (``never_issued``). Released but never reached
@@ -587,23 +463,20 @@ def _identity_fields(request: Request | None) -> dict[str, object]:
     }
 
 
-def _handoff(trace: TraceLike) -> Handoff | None:
-    prefill_worker = getattr(trace, "prefill_worker", None)
-    decode_worker = getattr(trace, "decode_worker", None)
-    if prefill_worker is None and decode_worker is None:
+def _handoff(trace: RequestTrace) -> Handoff | None:
+    if trace.prefill_worker is None and trace.decode_worker is None:
         return None
-    transfer_ms = getattr(trace, "transfer_ms", None)
     return Handoff(
-        prefill_worker=prefill_worker,
-        decode_worker=decode_worker,
-        prefill_admit_ms=_ms(getattr(trace, "prefill_admit_ns", None)),
-        prefill_done_ms=_ms(getattr(trace, "prefill_done_ns", None)),
-        destination_reserved_ms=_ms(getattr(trace, "destination_reserved_ns", None)),
-        transfer_done_ms=_ms(getattr(trace, "transfer_done_ns", None)),
-        decode_admit_ms=_ms(getattr(trace, "decode_admit_ns", None)),
-        transfer_tokens=getattr(trace, "transfer_tokens", None),
-        transfer_ms=None if transfer_ms is None else float(transfer_ms),
-        decode_reused_tokens=getattr(trace, "decode_reused_tokens", None),
+        prefill_worker=trace.prefill_worker,
+        decode_worker=trace.decode_worker,
+        prefill_admit_ms=_ms(trace.prefill_admit_ns),
+        prefill_done_ms=_ms(trace.prefill_done_ns),
+        destination_reserved_ms=_ms(trace.destination_reserved_ns),
+        transfer_done_ms=_ms(trace.transfer_done_ns),
+        decode_admit_ms=_ms(trace.decode_admit_ns),
+        transfer_tokens=trace.transfer_tokens,
+        transfer_ms=trace.transfer_ms,
+        decode_reused_tokens=trace.decode_reused_tokens,
     )
 
 
@@ -626,7 +499,7 @@ class _Accumulator:
 
 def _record(
     request: Request | None,
-    trace: TraceLike | None,
+    trace: RequestTrace | None,
     *,
     slo: SLO | None,
     acc: _Accumulator,
@@ -756,7 +629,7 @@ def _ratio(numerator: float, denominator: float) -> float | None:
 
 
 def finalize(
-    journal: JournalLike,
+    journal: Journal,
     *,
     workload: Workload,
     meta: RunMeta,
@@ -770,8 +643,8 @@ def finalize(
     ``unplaced``; at an engine → ``incomplete``.
 
     Args:
-        journal: the run's journal (``engines.Journal``, or anything with the same ``traces``
-            and ``events``).
+        journal: the run's journal: its ``traces`` give every record; its kept ``events`` are
+            counted unless ``meta.event_counts`` is given.
         workload: the workload that was replayed.
         meta: run metadata measured by the runner.
         slo: service-level objectives for goodput; None (or an empty SLO) for none.
@@ -871,7 +744,7 @@ def finalize(
     )
 
 
-def _event_counts(journal: JournalLike, meta: RunMeta) -> dict[str, int]:
+def _event_counts(journal: Journal, meta: RunMeta) -> dict[str, int]:
     if meta.event_counts is not None:
         return dict(meta.event_counts)
     counter = EventCounter()
