@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import simclock
-from engines._tokenizer import TokenizerStage  # not re-exported by engines yet
+from engines import TokenizerStage
 from policies import KVAware, LeastLoaded, Random, RoundRobin, SessionAffinity
 from replay._exceptions import WorkloadValidationError
 from replay._runner import SEED_STREAMS, run
