@@ -539,9 +539,11 @@ class Engine:
                     await self._idle()
                 continue
             self._pass = plan
-            await simclock.sleep_until_ns(
-                plan.end_ns, waiter=waiter, kind=simclock.WakeupKind.ENGINE_DEADLINE
-            )
+            if plan.end_ns > now:
+                await simclock.sleep_until_ns(
+                    plan.end_ns, waiter=waiter, kind=simclock.WakeupKind.ENGINE_DEADLINE
+                )
+            # else: a zero-duration pass commits at once, at the same instant
             core.commit(plan)
             self._pass = None
             self._publish(plan.end_ns)

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import os
+import subprocess
+import sys
 from collections.abc import Awaitable, Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
@@ -385,3 +389,68 @@ def test_kv_events_and_prefix_overlap_are_published_at_commit_time() -> None:
     assert events[0] == KVEvent(50 * MS, 0, "stored", keys)
     removed = [ev for ev in events if ev.kind == "removed"]
     assert removed[0].time_ns == 100 * MS and set(removed[0].block_keys) == set(keys)
+
+
+def test_zero_duration_passes_commit_at_the_same_instant() -> None:
+    class Free:
+        def pass_time_ms(self, shape: PassShape) -> float:
+            return 0.0
+
+    e = Engine(0, EngineConfig(num_blocks=100), Free(), keyer=BlockKeyer(), journal=Journal())
+    assert run_engines([e], [req("a", 100, 1500)]) == 0
+    assert e.journal.traces["a"].token_times_ns == [0] * 1500
+
+
+def test_engines_start_same_instant_passes_in_index_order() -> None:
+    journal = Journal()
+    keyer = BlockKeyer()
+    engines = [
+        Engine(i, EngineConfig(num_blocks=100), FIXED, keyer=keyer, journal=journal)
+        for i in range(3)
+    ]
+    # requests land on engines 2, 1, 0 in that order at the same instant
+    run_engines(
+        engines,
+        [req("x2", 10, 1), req("x1", 10, 1), req("x0", 10, 1)],
+        route=lambda r: int(r.id[1]),
+    )
+    admitted = [e.engine for e in journal.events if e.kind is EventKind.ADMITTED]
+    queued = [e.engine for e in journal.events if e.kind is EventKind.QUEUED]
+    assert queued == [2, 1, 0]
+    assert admitted == [0, 1, 2]
+
+
+DETERMINISM_SCRIPT = """
+import json
+from tests.engines.asim import run_engines
+from tests.engines.sim import req
+from engines import BlockKeyer, Engine, EngineConfig, FixedTiming, Journal
+journal = Journal()
+keyer = BlockKeyer()
+engines = [Engine(i, EngineConfig(num_blocks=40, block_size=16), FixedTiming(prefill_ms=7,
+           decode_ms=3), keyer=keyer, journal=journal) for i in range(2)]
+requests = [req(f"r{i}", 50 + 37 * i % 200, 5 + i % 17, hash_ids=[i % 3, i % 5],
+                arrival_ms=i * 3.5, trace_block=128) for i in range(60)]
+run_engines(engines, requests, route=lambda r: int(r.id[1:]) % 2)
+print(json.dumps([[t.request_id, t.token_times_ns, t.reused_input_tokens, t.num_preemptions]
+                  for t in journal.traces.values()]))
+print(json.dumps([[e.time_ns, e.kind.value, e.request_id, e.engine] for e in journal.events]))
+"""
+
+
+def test_results_do_not_depend_on_the_hash_seed() -> None:
+    root = Path(__file__).resolve().parents[2]
+    outputs = []
+    for seed in ("0", "1", "12345"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run(
+            [sys.executable, "-c", DETERMINISM_SCRIPT],
+            cwd=root,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        outputs.append(done.stdout)
+    assert outputs[0] == outputs[1] == outputs[2]
+    assert '"first_token"' in outputs[0]
