@@ -1068,7 +1068,7 @@ def handoff_timeline_svg(
     end_ms = max((s[2] for _, segs in rows for s in segs), default=1.0) or 1.0
     scale = plot_w / end_ms
     axis_y = top + row_px * len(rows) + 6
-    height = axis_y + 70
+    height = axis_y + 86
     out = [
         '<svg xmlns="http://www.w3.org/2000/svg" '
         f'width="{width_px}" height="{height}" viewBox="0 0 {width_px} {height}" '
@@ -1110,12 +1110,11 @@ def handoff_timeline_svg(
         f'<text x="{left + plot_w / 2:.1f}" y="{axis_y + 32}" text-anchor="middle">'
         "virtual time (ms)</text>"
     )
-    x = left
-    legend_y = axis_y + 48
-    for name, colour in _PHASE_COLOURS:
+    for i, (name, colour) in enumerate(_PHASE_COLOURS):
+        x = left + 160 * (i % 3)
+        legend_y = axis_y + 44 + 18 * (i // 3)
         out.append(f'<rect x="{x}" y="{legend_y}" width="10" height="10" fill="{colour}"/>')
         out.append(f'<text x="{x + 14}" y="{legend_y + 9}">{_escape(name)}</text>')
-        x += 14 + 7 * len(name) + 12
     out.append("</svg>")
     return "\n".join(out) + "\n"
 
