@@ -151,7 +151,12 @@ class EngineCore:
 
     def _refresh(self, s: Seq) -> None:
         rem = s.prompt + s.num_output - s.num_computed
-        pf = 0 if rem == 1 and (s.num_output >= 1 or self.role == "decode") else rem
+        if s.state == RESERVING or s.state == RESERVED:
+            pf = 0  # its prompt KV comes by transfer
+        elif rem == 1 and (s.num_output >= 1 or self.role == "decode"):
+            pf = 0
+        else:
+            pf = rem
         self.prefill_outstanding += pf - s.pf
         s.pf = pf
         dec = 0 if self.role == "prefill" else s.target - s.num_output
@@ -557,5 +562,5 @@ class EngineCore:
         return s
 
     def has_work(self) -> bool:
-        """Whether anything is running, waiting, or waiting for a reservation."""
-        return bool(self.running or self.waiting or self.reservations)
+        """Whether anything is running, waiting, or waiting for a reservation or transfer."""
+        return bool(self.running or self.waiting or self.reservations or self.reserved)

@@ -265,3 +265,24 @@ def test_cancel_reservation_frees_the_blocks() -> None:
         await task
 
     simclock.run(main())
+
+
+def test_closed_decode_engine_waits_for_reserved_requests_to_arrive_and_finish() -> None:
+    _, decode = pair()
+
+    async def main() -> None:
+        task = asyncio.get_running_loop().create_task(decode.run())
+        t = decode.offer(req("a", 100, 3))
+        assert isinstance(t, Tentative)
+        decode.commit(t)
+        await decode.reserved("a")
+        assert decode.view.outstanding_prefill_tokens == 0
+        assert decode.view.outstanding_decode_tokens == 3
+        decode.close()
+        await simclock.sleep_until_ns(40 * MS, waiter="transfer")
+        assert not task.done()
+        decode.activate("a")
+        await task
+
+    simclock.run(main())
+    assert decode.journal.traces["a"].token_times_ns == [50 * MS, 60 * MS, 70 * MS]
