@@ -59,7 +59,7 @@ def test_nan_delay_of_a_plain_asyncio_timer_raises() -> None:
         "non-finite wakeup for waiter 'print': requested a delay of nan s, now is 0 ns"
     )
     # asyncio.sleep(nan) raises a ValueError too (Python 3.13 checks it before the loop does).
-    with pytest.raises(ValueError, match="(?i)nan"):
+    with pytest.raises(ValueError, match=r"(?i)nan"):
         run_at(0, lambda: asyncio.sleep(math.nan))
 
 
