@@ -766,10 +766,15 @@ class PDRuntime:
                 self._flush_task = asyncio.get_running_loop().create_task(
                     self._flush(), name="pd:handoff"
                 )
+                self._flush_task.add_done_callback(self._task_done)
         elif kind is EventKind.REJECTED or kind is EventKind.FAILED:
+            # The request ended before its handoff: release what it still holds, at once.
             ended = self._handoffs.get(event.request_id)
             if ended is not None and (ended.task is None or ended.task.done()):
-                self._undo(ended)
+                try:
+                    self._undo(ended)
+                except Exception as error:  # a broken engine: the run fails, naming it
+                    self._poison(error)
 
     async def _flush(self) -> None:
         """At the end of the instant, hand prefilled requests on in prefill worker order."""

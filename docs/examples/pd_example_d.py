@@ -12,7 +12,7 @@ KV_BYTES_PER_TOKEN = 2 * 64 * 8 * 128 * 2  # 64 layers, 8 KV heads, head dim 128
 
 
 def topology(
-    *, decode_ms: float = 10.0, mode: TransferMode = "destination_missing"
+    *, decode_ms: float = 10.0, mode: TransferMode = "destination_missing", prefill_tp: int = 1
 ) -> Disaggregated:
     return Disaggregated(
         prefill_workers=1,
@@ -21,7 +21,10 @@ def topology(
         decode_engine=EngineConfig(num_blocks=10_000),
         prefill_timing=FixedTiming(prefill_ms=50.0, decode_ms=10.0),
         decode_timing=FixedTiming(prefill_ms=50.0, decode_ms=decode_ms),
-        link=KVLink(mode=mode, kv_bytes_per_token=KV_BYTES_PER_TOKEN, bandwidth_gbps=50.0),
+        # shards send in parallel: one TP shard's share of the KV crosses the link
+        link=KVLink(
+            mode=mode, kv_bytes_per_token=KV_BYTES_PER_TOKEN / prefill_tp, bandwidth_gbps=50.0
+        ),
     )
 
 
@@ -56,5 +59,7 @@ if __name__ == "__main__":
     print(f"transfer: mean {phases.transfer_ms.mean:.4f} ms over {phases.transfer_ms.count}")
     (a,) = replay(topology(mode="full_prompt"), request("a")).requests
     print(f"full_prompt: {a.handoff and a.handoff.transfer_tokens} tokens, TTFT {a.ttft_ms:.4f}")
+    (a,) = replay(topology(prefill_tp=2), request("a")).requests
+    print(f"prefill TP 2: transfer {a.handoff and a.handoff.transfer_ms:.2f} ms")
     (a,) = replay(topology(decode_ms=20.0), request("a")).requests
     print(f"decode fixed 20: TTFT {a.ttft_ms:.2f}, E2E {a.e2e_ms:.2f}")

@@ -18,6 +18,7 @@ a: prefill done 50.0000, reserved 50.0000, 1024 tokens in 5.3687 ms, TTFT 65.368
 b: prefill done 550.0000, reserved 550.0000, 64 tokens in 0.3355 ms, TTFT 60.3355, E2E 150.3355
 transfer: mean 2.8521 ms over 2
 full_prompt: 1000 tokens, TTFT 65.2429
+prefill TP 2: transfer 2.68 ms
 decode fixed 20: TTFT 75.37, E2E 255.37
 """,
     "pd_timeline_figure.py": """\

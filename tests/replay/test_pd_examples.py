@@ -50,6 +50,9 @@ def test_d_source_first_reserves_at_prefill_done_destination_first_at_dispatch()
     assert source is not None and source.destination_reserved_ms == 50.0
     h = destination.requests[0].handoff
     assert h is not None and h.destination_reserved_ms == 0.0
+    # the decode side commits first in destination-first, so it is the first engine
+    assert destination.requests[0].engine == 1
+    assert replay([request("a")], example_d(), PDPolicy()).requests[0].engine == 0
 
 
 @pytest.mark.parametrize("order", ORDERS)
