@@ -47,6 +47,8 @@ __all__ = (
 )
 
 ROUTER_PID = 0
+_TOKEN = EventKind.TOKEN
+_FIRST_TOKEN = EventKind.FIRST_TOKEN
 _PASSES_TID = 0
 _DISPATCH_TID = 0
 
@@ -236,15 +238,28 @@ class TimelineRecorder:
             event: the event just recorded (events arrive in non-decreasing time).
         """
         t = event.time_ns
-        self._last_ns = max(self._last_ns, t)
+        if t > self._last_ns:
+            self._last_ns = t
         kind = event.kind
         rid = event.request_id
         engine = event.engine
+        if engine is not None and (kind is _TOKEN or kind is _FIRST_TOKEN):
+            # The hot path: one event per sampled token.
+            acc = self._pass(engine, t)
+            acc.sampled.append(rid)
+            current = self._open.get(rid)
+            if current is not None and current.name == "prefill":
+                self._switch(rid, t, "decode", engine + 1)
+            samples = self._counters.get(engine)
+            if not samples or samples[-1][0] != t:
+                self._sample(engine, t)
+            return
         if engine is not None:
             self._engines_seen.add(engine)
-            role = event.get("role")
-            if isinstance(role, str) and role != "aggregated":
-                self._roles.setdefault(engine, role)
+            if kind is EventKind.QUEUED or kind is EventKind.ADMITTED:
+                role = event.get("role")
+                if isinstance(role, str) and role != "aggregated":
+                    self._roles.setdefault(engine, role)
         if kind is EventKind.ARRIVED:
             self._switch(rid, t, "route", ROUTER_PID)
         elif kind is EventKind.TOKENIZED:
@@ -274,12 +289,6 @@ class TimelineRecorder:
             acc.chunk_start_ns = t if acc.chunk_start_ns is None else min(acc.chunk_start_ns, t)
             acc.prefill[rid] = acc.prefill.get(rid, 0) + (tokens if isinstance(tokens, int) else 0)
             self._last_pass[rid] = (engine, t)
-        elif kind in (EventKind.FIRST_TOKEN, EventKind.TOKEN) and engine is not None:
-            acc = self._pass(engine, t)
-            acc.sampled.append(rid)
-            current = self._open.get(rid)
-            if current is not None and current.name == "prefill":
-                self._switch(rid, t, "decode", engine + 1)
         elif kind is EventKind.PREEMPTED and engine is not None:
             self._instant(t, engine + 1, "preempted", event)
             self._switch(rid, t, "queued", engine + 1, (("after_preemption", True),))
@@ -298,14 +307,20 @@ class TimelineRecorder:
         elif kind is EventKind.FAILED:
             self._close(rid, t)
             self._instant(t, ROUTER_PID if engine is None else engine + 1, "failed", event)
-        if engine is not None and engine < len(self.views):
-            view = self.views[engine]
-            sample = (t, view.waiting_count, view.running_count, view.kv_blocks_used)
-            samples = self._counters.setdefault(engine, [])
-            if samples and samples[-1][0] == t:
-                samples[-1] = sample
-            else:
-                samples.append(sample)
+        if engine is not None and kind is not EventKind.PREFILL_CHUNK:
+            self._sample(engine, t)
+
+    def _sample(self, engine: int, t: int) -> None:
+        """Sample engine ``engine``'s counters at ``t`` (the last sample of an instant wins)."""
+        if engine >= len(self.views):
+            return
+        view = self.views[engine]
+        sample = (t, view.waiting_count, view.running_count, view.kv_blocks_used)
+        samples = self._counters.setdefault(engine, [])
+        if samples and samples[-1][0] == t:
+            samples[-1] = sample
+        else:
+            samples.append(sample)
 
     def _on_admitted(self, event: LifecycleEvent, t: int, rid: str, engine: int) -> None:
         readmission = bool(event.get("is_readmission", False))
@@ -600,7 +615,8 @@ class Timeline:
         Returns:
             UTF-8 bytes; the same timeline always gives the same bytes.
         """
-        lines = [json.dumps(e, sort_keys=True, separators=(",", ":")) for e in self.events]
+        encode = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
+        lines = [encode(e) for e in self.events]
         body = ",\n".join(lines)
         text = '{"displayTimeUnit":"ms","traceEvents":[\n' + body + "\n]}\n"
         return text.encode("utf-8")

@@ -196,7 +196,7 @@ def test_counters_sample_the_engine_views_once_per_instant_and_change() -> None:
     script = [(0, 1, 0, 0), (0, 0, 1, 10), (1, 1, 1, 10), (50, 0, 2, 20), (110, 0, 2, 20)]
     for t_ms, waiting, running, used in script:
         view.waiting_count, view.running_count, view.kv_blocks_used = waiting, running, used
-        recorder.on_event(ev(t_ms, K.TOKEN, "a"))
+        recorder.on_event(ev(t_ms, K.QUEUED, "a"))
     doc = check_timeline(recorder.timeline().to_bytes())
     requests = [(e["ts"], e["args"]) for e in of(doc, "C", "requests")]
     assert requests == [
