@@ -14,7 +14,7 @@ import math
 
 from ._exceptions import NonFiniteWakeupError, NotVirtualLoopError
 from ._inspect import WakeupKind
-from ._loop import VirtualEventLoop
+from ._loop import VirtualEventLoop, delay_to_ns
 
 __all__ = (
     "instant_end",
@@ -168,7 +168,7 @@ async def sleep_until(when_s: float, *, waiter: str, kind: WakeupKind = WakeupKi
     loop = _virtual_loop("sleep_until")
     value = _check_float("when_s", when_s, waiter, loop)
     if value < loop._now_s:
-        when = loop._now_ns + round((value - loop._now_s) * _NS_PER_S)
+        when = loop._now_ns + delay_to_ns(value - loop._now_s)
         loop._check_wakeup(min(when, loop._now_ns - 1), waiter, when_s, f"{value!r} s ({when} ns)")
     when = loop._seconds_to_ns(value) or loop._now_ns
     if when <= loop._now_ns:
@@ -199,7 +199,7 @@ async def sleep(delay_s: float, *, waiter: str, kind: WakeupKind = WakeupKind.OT
     """
     loop = _virtual_loop("sleep")
     value = _check_float("delay_s", delay_s, waiter, loop)
-    when = loop._now_ns + round(value * _NS_PER_S)
+    when = loop._now_ns + delay_to_ns(value)
     if when <= loop._now_ns:
         loop._check_wakeup(when, waiter, delay_s, f"{when} ns (a delay of {value!r} s)")
     future: asyncio.Future[None] = _Future(loop=loop)

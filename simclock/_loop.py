@@ -6,8 +6,9 @@ ready queue, its timer heap and its run loop; it never waits in real time.
 
 Scheduling, one iteration at a time:
 
-1. timers due at the current instant move to the back of the ready queue, in
-   ``(when_ns, sequence)`` order;
+1. timers due at the current instant leave the heap in ``(when_ns, sequence)`` order; a
+   timer that only completes a future (``asyncio.sleep``, simclock wakeups) completes it
+   there and then, any other timer's callback moves to the back of the ready queue;
 2. the callbacks that are in the ready queue at that moment run, first in first out
    (callbacks they schedule run in the next iteration);
 3. when the ready queue is empty and no timer is due, the lowest ``(priority, sequence)``
@@ -140,6 +141,48 @@ class _Timer(events.TimerHandle):
                     loop._timer_cancelled()
             self._callback = None  # type: ignore[assignment]
             self._args = None  # type: ignore[assignment]
+
+
+def _scaled_midpoint(low: float, high: float) -> tuple[int, int]:
+    """``(low + high) / 2 * 10**9`` as an exact fraction ``(numerator, denominator)``."""
+    p1, q1 = low.as_integer_ratio()
+    p2, q2 = high.as_integer_ratio()
+    return (p1 * q2 + p2 * q1) * _NS_PER_S, 2 * q1 * q2
+
+
+def _first_ns_reading(when: float) -> int:
+    """The smallest ``n`` whose reading ``n / 10**9`` (a correctly rounded float) is ``>= when``.
+
+    Computed from the midpoint between ``when`` and the float below it, then checked with
+    the very division :meth:`VirtualEventLoop.time` uses; exact at any magnitude.
+    """
+    numerator, denominator = _scaled_midpoint(math.nextafter(when, -_INF), when)
+    n = numerator // denominator
+    while n / _NS_PER_S < when:
+        n += 1
+    while (n - 1) / _NS_PER_S >= when:
+        n -= 1
+    return n
+
+
+def _last_ns_reading(reading: float) -> int:
+    """The largest ``n`` whose reading ``n / 10**9`` is exactly ``reading``."""
+    numerator, denominator = _scaled_midpoint(reading, math.nextafter(reading, _INF))
+    n = -(-numerator // denominator)
+    while n / _NS_PER_S > reading:
+        n -= 1
+    while (n + 1) / _NS_PER_S == reading:
+        n += 1
+    return n
+
+
+def delay_to_ns(delay_s: float) -> int:
+    """A finite delay in seconds as integer nanoseconds, rounded to the nearest (any size)."""
+    try:
+        return round(delay_s * _NS_PER_S)
+    except OverflowError:  # beyond 1.8e299 s the product overflows a float
+        whole = int(delay_s)
+        return whole * _NS_PER_S + round((delay_s - whole) * _NS_PER_S)
 
 
 def _wake(future: asyncio.Future[None]) -> None:
@@ -309,9 +352,9 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         if delay > 0.0:
             if delay == _INF:
                 return self._schedule(None, callback, args, context, None, None)
-            if self._closed or self._debug:
+            if self._closed or self._debug or delay > 1e12:
                 return self._schedule(
-                    self._now_ns + (round(delay * _NS_PER_S) or 1),
+                    self._now_ns + (delay_to_ns(delay) or 1),
                     callback,
                     args,
                     context,
@@ -392,15 +435,8 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
             return now
         if when == _INF:
             return None
-        first = now + max(1, round((when - self._now_s) * _NS_PER_S))
-        while first / _NS_PER_S < when:
-            first += 1
-        while first - 1 > now and (first - 1) / _NS_PER_S >= when:
-            first -= 1
-        reading = first / _NS_PER_S
-        last = first
-        while (last + 1) / _NS_PER_S == reading:
-            last += 1
+        first = _first_ns_reading(when)
+        last = _last_ns_reading(first / _NS_PER_S)
         if last > first:
             for step in _ROUND_STEPS_NS:
                 delay = -(-(first - now) // step) * step
@@ -566,7 +602,12 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
                         if timer._callback in completers:
                             # A timer that only completes a future fires as it comes due.
                             self._events += 1
-                            timer._callback(*timer._args)
+                            try:
+                                timer._callback(*timer._args)
+                            except (SystemExit, KeyboardInterrupt):
+                                raise
+                            except BaseException as exc:
+                                self._report_callback_error(timer, exc)
                         else:
                             append(timer)
                     self._timers_fired += fired
@@ -665,7 +706,12 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
                     if timer._callback in _COMPLETERS:
                         # A timer that only completes a future fires as it comes due.
                         self._events += 1
-                        timer._callback(*timer._args)
+                        try:
+                            timer._callback(*timer._args)
+                        except (SystemExit, KeyboardInterrupt):
+                            raise
+                        except BaseException as exc:
+                            self._report_callback_error(timer, exc)
                     else:
                         ready.append(timer)
                 self._batch_left = len(ready)

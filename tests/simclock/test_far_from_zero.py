@@ -102,3 +102,24 @@ def test_time_is_the_correctly_rounded_float_of_the_integer_clock() -> None:
     now_s, now_ns = simclock.run(main(), start_ns=10**18 + 123)
     assert now_ns == 10**18 + 123
     assert now_s == (10**18 + 123) / 10**9
+
+
+def test_huge_finite_instants_and_delays_are_exact_integers_and_never_hang() -> None:
+    async def main() -> list[int]:
+        loop = asyncio.get_running_loop()
+        assert isinstance(loop, simclock.VirtualEventLoop)
+        at = loop.call_at(1e300, print)
+        later = loop.call_later(1e300, print)
+        sleeper = asyncio.create_task(simclock.sleep(1e300, waiter="sleeper"))
+        await asyncio.sleep(0)
+        timers = loop.snapshot().pending_timers
+        at.cancel()
+        later.cancel()
+        sleeper.cancel()
+        return [t.when_ns for t in timers if t.when_ns is not None]
+
+    start = 10**18 + 5
+    whens = simclock.run(main(), start_ns=start)
+    assert len(whens) == 3
+    assert all(w / 10**9 >= 1e300 for w in whens)
+    assert whens[1] - start == whens[2] - start == int(1e300) * 10**9
