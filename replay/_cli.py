@@ -18,12 +18,20 @@ import sys
 import traceback
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import NoReturn, TextIO
+from typing import Any, NoReturn, TextIO, cast
 
 import simclock
 from loadgen import FORMATS, Workload, read_trace
 from simclock import __version__
 
+from ._cli_debug import (
+    DebugOptions,
+    add_debug_flags,
+    add_inspect_parser,
+    configure_from_args,
+    debug_options_from_args,
+    run_observed,
+)
 from ._config import (
     DEFAULT_GPU,
     DEFAULT_MODEL,
@@ -192,6 +200,9 @@ def build_parser() -> argparse.ArgumentParser:
         help="stop releasing requests after this virtual time; in-flight ones end incomplete",
     )
     replay.add_argument("--quiet", action="store_true", help="do not print the report table")
+    add_debug_flags(replay)
+    replay.set_defaults(handler=_replay, parser=replay)
+    add_inspect_parser(cast("argparse._SubParsersAction[argparse.ArgumentParser]", commands))
     return parser
 
 
@@ -258,7 +269,10 @@ def _check_output_dir(output_dir: str | None) -> None:
         raise ConfigError(f"{output_dir}: --output-dir is not a directory")
 
 
-def _replay(args: argparse.Namespace, stdout: TextIO) -> int:
+def _replay(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
+    out = sys.stdout if stdout is None else stdout
+    configure_from_args(args)
+    options = debug_options_from_args(args, parser=args.parser)
     file_values = None
     source = "config"
     if args.config is not None:
@@ -289,8 +303,9 @@ def _replay(args: argparse.Namespace, stdout: TextIO) -> int:
     status = EXIT_OK
     failure: str | None = None
     try:
-        result: ReplayResult = run(
+        result = _execute(
             workload,
+            options,
             topology=topology,
             policy=config.build_policy(),
             seed=config.seed,
@@ -305,11 +320,18 @@ def _replay(args: argparse.Namespace, stdout: TextIO) -> int:
     if config.output_dir is not None:
         write_outputs(result, config.output_dir)
     if not args.quiet:
-        stdout.write(format_table(result))
-        stdout.flush()
+        out.write(format_table(result))
+        out.flush()
     if failure is not None:
         print(f"simclock replay: {failure}", file=sys.stderr)
     return status
+
+
+def _execute(workload: Workload, options: DebugOptions, **run_options: Any) -> ReplayResult:
+    """Replay with :func:`replay.run`, or with the timeline/progress the flags ask for."""
+    if options.timeline_path is None and options.progress == "none":
+        return run(workload, **run_options)
+    return run_observed(workload, options=options, **run_options)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -320,7 +342,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             parser.print_help(sys.stdout)
             return EXIT_OK
-        return _replay(args, sys.stdout)
+        status: int = args.handler(args)
+        return status
     except UsageError as exc:
         command = "simclock replay" if _is_replay(argv) else "simclock"
         print(f"{command}: error: {exc}", file=sys.stderr)

@@ -348,8 +348,13 @@ class Summary:
 class LifecycleEvidence:
     """What happened, counted: the evidence that every request was accounted for.
 
+    ``event_counts`` is the same whether or not the run kept or watched its events: ``token``
+    counts every token after a request's first (from the records, as engines fold per-token
+    events straight into the traces when no one watches), and per-pass ``prefill_chunk``
+    events are not counted.
+
     Attributes:
-        event_counts: lifecycle events recorded, by event kind name.
+        event_counts: lifecycle events by event kind value, keys sorted.
         status_counts: requests per terminal status (every status listed).
         accounted: the number of requests with a terminal status; equals ``requests``.
         requests: the number of requests the run knew of.
@@ -729,7 +734,7 @@ def finalize(
         engines=_engine_summaries(records, meta.engines, duration_ns),
     )
     evidence = LifecycleEvidence(
-        event_counts=_event_counts(journal, meta),
+        event_counts=_event_counts(journal, meta, records),
         status_counts=dict(status_counts),
         accounted=sum(status_counts.values()),
         requests=len(records),
@@ -744,13 +749,33 @@ def finalize(
     )
 
 
-def _event_counts(journal: Journal, meta: RunMeta) -> dict[str, int]:
+_PER_PASS_KINDS = frozenset({"prefill_chunk"})
+
+
+def _event_counts(
+    journal: Journal, meta: RunMeta, records: Sequence[RequestRecord]
+) -> dict[str, int]:
+    """Event counts that do not depend on whether the run was observed.
+
+    Engines fold per-token events straight into the traces when no one keeps or watches the
+    events, so ``token`` is counted from the records (every token after a request's first),
+    and per-pass ``prefill_chunk`` events are left out. Keys are sorted.
+    """
     if meta.event_counts is not None:
-        return dict(meta.event_counts)
-    counter = EventCounter()
-    for event in journal.events:
-        counter(event)
-    return counter.counts
+        counts = dict(meta.event_counts)
+    else:
+        counter = EventCounter()
+        for event in journal.events:
+            counter(event)
+        counts = counter.counts
+    for kind in _PER_PASS_KINDS:
+        counts.pop(kind, None)
+    tokens = sum(max(r.output_tokens - 1, 0) for r in records)
+    if tokens:
+        counts["token"] = tokens
+    else:
+        counts.pop("token", None)
+    return dict(sorted(counts.items()))
 
 
 def _engine_summaries(

@@ -14,7 +14,7 @@ EXPECTED = {
 per-request TPOT: [10.0, 30.0]
 mean TPOT 20.0 ms, mean ITL 25.0 ms over 4 gaps
 TTFT p50 50.0 ms, E2E max 140.0 ms
-events: {'arrived': 2, 'queued': 2, 'admitted': 2, 'first_token': 2, 'token': 4, 'finished': 2}
+events: {'admitted': 2, 'arrived': 2, 'finished': 2, 'first_token': 2, 'queued': 2, 'token': 4}
 statuses: {'completed': 2}
 """,
     "replay_python_api.py": """\

@@ -81,6 +81,8 @@ def test_help_explains_every_option() -> None:
         "--quiet",
     ):
         assert option in out.stdout
+    for option in ("--timeline", "--progress", "--log-format", "--log-level"):
+        assert option in out.stdout
     for name in ("round_robin", "kv_aware", "session_affinity", "roofline", "table", "mooncake"):
         assert name in out.stdout
     assert "exit status" in out.stdout
@@ -313,7 +315,7 @@ def test_internal_error_exits_70_and_says_it_is_a_bug(
     def broken(*args: object, **kwargs: object) -> None:
         raise simclock.InternalError("engine 0 lost request 'x'")
 
-    monkeypatch.setattr(cli, "run", broken)
+    monkeypatch.setattr(cli, "_execute", broken)
     assert main(["replay", str(small_trace)]) == EXIT_INTERNAL
     assert capsys.readouterr().err == (
         "simclock: internal error: engine 0 lost request 'x' -- this is a bug in simclock; "
@@ -327,7 +329,7 @@ def test_unexpected_exception_is_an_internal_error_too(
     def broken(*args: object, **kwargs: object) -> None:
         raise KeyError("oops")
 
-    monkeypatch.setattr(cli, "run", broken)
+    monkeypatch.setattr(cli, "_execute", broken)
     assert main(["replay", str(small_trace)]) == EXIT_INTERNAL
     err = capsys.readouterr().err
     assert err.endswith(
@@ -342,13 +344,13 @@ def test_a_failed_replay_still_prints_and_writes_its_report_and_exits_1(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    real_run = cli.run
+    real_execute = cli._execute
 
     def failing(*args: object, **kwargs: object) -> object:
-        result = real_run(*args, **kwargs)  # type: ignore[arg-type]
+        result = real_execute(*args, **kwargs)  # type: ignore[arg-type]
         raise ReplayFailedError("replay failed: PolicyHookError: hook raised", result=result)
 
-    monkeypatch.setattr(cli, "run", failing)
+    monkeypatch.setattr(cli, "_execute", failing)
     out = tmp_path / "out"
     assert main(["replay", str(small_trace), "--output-dir", str(out)]) == EXIT_FAILED
     captured = capsys.readouterr()
@@ -363,6 +365,36 @@ def test_ctrl_c_exits_130_without_a_traceback(
     def interrupted(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "run", interrupted)
+    monkeypatch.setattr(cli, "_execute", interrupted)
     assert main(["replay", str(small_trace)]) == 130
     assert capsys.readouterr().err == "simclock: interrupted\n"
+
+
+def test_inspect_and_replay_are_the_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main([]) == EXIT_OK
+    out = capsys.readouterr().out
+    assert "replay" in out
+    assert "inspect" in out
+    assert main(["inspect", str(SAMPLE)]) == EXIT_OK
+    assert "requests             200" in capsys.readouterr().out
+
+
+def test_timeline_flag_writes_a_timeline_beside_unchanged_outputs(
+    small_trace: Path, tmp_path: Path
+) -> None:
+    base = ["replay", str(small_trace), "--quiet", "--progress", "none"]
+    assert main([*base, "--output-dir", str(tmp_path / "plain")]) == EXIT_OK
+    timeline = tmp_path / "timeline.json"
+    observed = [*base, "--output-dir", str(tmp_path / "seen"), "--timeline", str(timeline)]
+    assert main(observed) == EXIT_OK
+    assert json.loads(timeline.read_text())["traceEvents"]
+    for name in OUTPUT_FILES:
+        assert (tmp_path / "plain" / name).read_bytes() == (tmp_path / "seen" / name).read_bytes()
+
+
+def test_an_empty_timeline_window_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["replay", "--timeline-start-s", "5", "--timeline-end-s", "1"]) == EXIT_USAGE
+    assert capsys.readouterr().err == (
+        "simclock replay: error: timeline window ends (1000000000 ns) before it starts "
+        "(5000000000 ns)\n"
+    )

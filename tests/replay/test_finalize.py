@@ -249,19 +249,19 @@ def test_nothing_completed_leaves_duration_and_rates_empty() -> None:
     assert s.ttft_ms.count == 0
 
 
-def test_event_counts_come_from_the_kept_events_in_first_seen_order() -> None:
+def test_event_counts_come_from_the_kept_events_sorted_by_kind() -> None:
     journal = journal_of(
         completed("a", arrival_ms=0, tokens_ms=[1]),
         events=["arrived", "queued", "admitted", "first_token", "finished", "arrived"],
     )
     result = finalize(journal, workload=workload_of(["a"]), meta=RunMeta(seed=3))
-    assert result.evidence.event_counts == {
-        "arrived": 2,
-        "queued": 1,
-        "admitted": 1,
-        "first_token": 1,
-        "finished": 1,
-    }
+    assert list(result.evidence.event_counts.items()) == [
+        ("admitted", 1),
+        ("arrived", 2),
+        ("finished", 1),
+        ("first_token", 1),
+        ("queued", 1),
+    ]
     assert result.meta.seed == 3
     assert result.meta.simclock_version == simclock.__version__
 
@@ -269,11 +269,29 @@ def test_event_counts_come_from_the_kept_events_in_first_seen_order() -> None:
 def test_event_counts_from_run_meta_win_over_the_journal() -> None:
     journal = journal_of(completed("a", arrival_ms=0, tokens_ms=[1]), events=["arrived"])
     counter = EventCounter()
-    for kind in ("arrived", "token", "token"):
+    for kind in ("queued", "arrived", "queued"):
         counter(FakeEvent(FakeKind(kind)))
     meta = RunMeta(seed=0, event_counts=counter.counts)
     result = finalize(journal, workload=workload_of(["a"]), meta=meta)
-    assert result.evidence.event_counts == {"arrived": 1, "token": 2}
+    assert result.evidence.event_counts == {"arrived": 1, "queued": 2}
+
+
+def test_token_counts_come_from_the_records_and_prefill_chunks_are_left_out() -> None:
+    # An unobserved run folds tokens into traces without TOKEN events; an observed one
+    # records them and PREFILL_CHUNK too. Both give the same evidence.
+    trace = completed("a", arrival_ms=0, tokens_ms=[10, 20, 30])
+    quiet = finalize(
+        journal_of(trace, events=["arrived", "first_token"]),
+        workload=workload_of(["a"]),
+        meta=RunMeta(seed=0),
+    )
+    watched = finalize(
+        journal_of(trace, events=["prefill_chunk", "arrived", "first_token", "token", "token"]),
+        workload=workload_of(["a"]),
+        meta=RunMeta(seed=0),
+    )
+    expected = {"arrived": 1, "first_token": 1, "token": 2}
+    assert quiet.evidence.event_counts == watched.evidence.event_counts == expected
 
 
 def test_unknown_terminal_status_is_an_internal_error() -> None:

@@ -97,7 +97,7 @@ def test_summary_json_is_versioned_and_uses_vllm_metric_names(tmp_path: Path) ->
     assert summary["distributions"]["ttst_ms"]["count"] == 2
     assert summary["prefix_reuse"]["reused_input_tokens"] == 64
     assert [e["utilisation"] for e in summary["engines"]] == [70 / 120, 60 / 120]
-    assert summary["lifecycle_events"] == {"arrived": 3}
+    assert summary["lifecycle_events"] == {"arrived": 3, "token": 3}  # tokens after the first
     assert summary["goodput"]["count"] == 1
 
 
