@@ -15,6 +15,8 @@ from inside the prefill placement, so it must be a choice policy.
 
 from __future__ import annotations
 
+from typing import Any
+
 import attrs
 
 from loadgen import Request
@@ -108,10 +110,6 @@ def pd_kv_aware(
     )
 
 
-def _per_pool(factory: type[ChoicePolicy], name: str) -> PDPolicy:
-    return PDPolicy(prefill=factory(), decode=factory(), name=name)
-
-
 PD_POLICIES: dict[str, str] = {
     "round_robin": "RoundRobin on each pool",
     "random": "Random on each pool",
@@ -121,26 +119,48 @@ PD_POLICIES: dict[str, str] = {
 }
 """The built-in P/D policies by name, with what each applies per pool."""
 
+_PER_POOL: dict[str, type[ChoicePolicy]] = {
+    "round_robin": RoundRobin,
+    "random": Random,
+    "least_loaded": LeastLoaded,
+    "session_affinity": SessionAffinity,
+}
 
-def pd_policy(name: str) -> PDPolicy:
+
+def pd_policy(name: str, **options: Any) -> PDPolicy:
     """Return a fresh built-in P/D policy by name (see :data:`PD_POLICIES`).
 
     ``"round_robin"``, ``"random"``, ``"least_loaded"`` and ``"session_affinity"`` apply the
-    aggregated built-in of that name to each pool; ``"kv_aware"`` is :func:`pd_kv_aware`.
+    aggregated built-in of that name to each pool, built with ``options`` (a
+    ``session_affinity`` ``fallback`` may be given by name: ``"round_robin"``, ``"random"``,
+    ``"least_loaded"`` or ``"kv_aware"``); ``"kv_aware"`` is :func:`pd_kv_aware` with
+    ``options``.
 
     Raises:
-        PDPolicyError: an unknown name.
+        PDPolicyError: an unknown name or fallback name.
+        TypeError: an option the policy does not take.
     """
     if name == "kv_aware":
-        return pd_kv_aware()
-    factories: dict[str, type[ChoicePolicy]] = {
-        "round_robin": RoundRobin,
-        "random": Random,
-        "least_loaded": LeastLoaded,
-        "session_affinity": SessionAffinity,
-    }
-    factory = factories.get(name)
+        return pd_kv_aware(**options)
+    factory = _PER_POOL.get(name)
     if factory is None:
         known = ", ".join(PD_POLICIES)
         raise PDPolicyError(f"unknown P/D policy {name!r}; known: {known}")
-    return _per_pool(factory, name)
+
+    def build() -> ChoicePolicy:
+        kwargs = dict(options)
+        fallback = kwargs.get("fallback")
+        if isinstance(fallback, str):
+            fallbacks: dict[str, type[ChoicePolicy]] = {
+                "round_robin": RoundRobin,
+                "random": Random,
+                "least_loaded": LeastLoaded,
+                "kv_aware": KVAware,
+            }
+            if fallback not in fallbacks:
+                known = ", ".join(fallbacks)
+                raise PDPolicyError(f"fallback: unknown policy {fallback!r}; known: {known}")
+            kwargs["fallback"] = fallbacks[fallback]()
+        return factory(**kwargs)
+
+    return PDPolicy(prefill=build(), decode=build(), name=name)

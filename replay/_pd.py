@@ -61,7 +61,6 @@ from policies._pd import PDPolicy
 from policies._runtime import RequestStatus
 
 from ._exceptions import ReplayError
-from ._metrics import Distribution
 from ._report import ReplayResult, RequestRecord
 from ._topology import _timing_echo
 
@@ -71,12 +70,10 @@ __all__ = (
     "Disaggregated",
     "KVLink",
     "PDConfigError",
-    "PDPhases",
     "PDRuntime",
     "PlacementOrder",
     "TransferMode",
     "handoff_timeline_svg",
-    "pd_phases",
     "pd_topology_from_options",
 )
 
@@ -882,70 +879,6 @@ class PDRuntime:
         self._failure = failure
         if self.on_poison is not None:
             self.on_poison(failure)
-
-
-# --------------------------------------------------------------------------------------------
-# phase metrics
-
-
-@attrs.frozen
-class PDPhases:
-    """Where the time to first token goes in a disaggregated run (distributions, ms).
-
-    Population: completed requests with a handoff and at least one token. With ``routing``
-    the time with the prefill side's policy, each TTFT is
-    ``routing + prefill_queueing + prefill_compute + reservation_wait + transfer
-    + decode_queueing + first decode pass``.
-
-    Attributes:
-        prefill_queueing_ms: ``prefill_admit - engine_arrival``.
-        prefill_compute_ms: ``prefill_done - prefill_admit``.
-        reservation_wait_ms: ``max(0, destination_reserved - prefill_done)``.
-        transfer_ms: ``transfer_done - max(prefill_done, destination_reserved)``.
-        decode_queueing_ms: ``decode_admit - transfer_done``.
-        decode_first_pass_ms: ``first_token - decode_admit``.
-    """
-
-    prefill_queueing_ms: Distribution
-    prefill_compute_ms: Distribution
-    reservation_wait_ms: Distribution
-    transfer_ms: Distribution
-    decode_queueing_ms: Distribution
-    decode_first_pass_ms: Distribution
-
-    def as_dict(self) -> dict[str, dict[str, int | float | None]]:
-        """Return every distribution as a plain dict, by metric name."""
-        return {field.name: getattr(self, field.name).as_dict() for field in attrs.fields(PDPhases)}
-
-
-def pd_phases(records: ReplayResult | Iterable[RequestRecord]) -> PDPhases:
-    """Return the P/D phase metrics of a run's records (see :class:`PDPhases`)."""
-    items = records.requests if isinstance(records, ReplayResult) else records
-    columns: dict[str, list[float]] = {field.name: [] for field in attrs.fields(PDPhases)}
-    for record in items:
-        h = record.handoff
-        if (
-            record.status != "completed"
-            or h is None
-            or record.first_token_ms is None
-            or record.engine_arrival_ms is None
-            or h.prefill_admit_ms is None
-            or h.prefill_done_ms is None
-            or h.destination_reserved_ms is None
-            or h.transfer_done_ms is None
-            or h.decode_admit_ms is None
-        ):
-            continue
-        start = max(h.prefill_done_ms, h.destination_reserved_ms)
-        columns["prefill_queueing_ms"].append(h.prefill_admit_ms - record.engine_arrival_ms)
-        columns["prefill_compute_ms"].append(h.prefill_done_ms - h.prefill_admit_ms)
-        columns["reservation_wait_ms"].append(
-            max(0.0, h.destination_reserved_ms - h.prefill_done_ms)
-        )
-        columns["transfer_ms"].append(h.transfer_done_ms - start)
-        columns["decode_queueing_ms"].append(h.decode_admit_ms - h.transfer_done_ms)
-        columns["decode_first_pass_ms"].append(record.first_token_ms - h.decode_admit_ms)
-    return PDPhases(**{name: Distribution.of(values) for name, values in columns.items()})
 
 
 # --------------------------------------------------------------------------------------------

@@ -6,7 +6,8 @@ from engines import EngineConfig, FixedTiming
 from loadgen import ArrivalRule, Request, Workload
 from policies._pd import PDPolicy
 from replay import ReplayResult, run
-from replay._pd import Disaggregated, KVLink, TransferMode, pd_phases
+from replay._pd import Disaggregated, KVLink, TransferMode
+from replay._pd_metrics import pd_phases
 
 KV_BYTES_PER_TOKEN = 2 * 64 * 8 * 128 * 2  # 64 layers, 8 KV heads, head dim 128, bf16, TP 1
 

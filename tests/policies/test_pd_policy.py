@@ -112,3 +112,19 @@ def test_decode_views_are_the_decode_pool_only() -> None:
     topology = example_d(prefill_workers=2, decode_workers=3)
     replay([request("a", p=200, n=2, ids=[1])], topology, PDPolicy(decode=from_choice(record)))
     assert seen == [(0, 1, 2)]  # pool positions of engines 2, 3, 4
+
+
+def test_builtin_options_reach_both_pools() -> None:
+    policy = pd_policy("session_affinity", fallback="kv_aware")
+    assert isinstance(policy.prefill, SessionAffinity) and isinstance(
+        policy.decode, SessionAffinity
+    )
+    assert isinstance(policy.prefill.fallback, KVAware)
+    assert policy.prefill.fallback is not policy.decode.fallback
+    warm = pd_policy("kv_aware", temperature=0.5)
+    assert isinstance(warm.prefill, KVAware) and warm.prefill.temperature == 0.5
+    with pytest.raises(PDPolicyError) as info:
+        pd_policy("session_affinity", fallback="sticky")
+    assert str(info.value) == (
+        "fallback: unknown policy 'sticky'; known: round_robin, random, least_loaded, kv_aware"
+    )

@@ -10,17 +10,17 @@ import attrs
 import pytest
 
 from engines import EngineConfig, FixedTiming, PassShape
-from loadgen import read_mooncake
-from policies import from_choice
+from loadgen import Workload, read_mooncake
+from policies import RoundRobin, from_choice
 from policies._pd import PDPolicy, pd_policy
 from replay import request_json
 from replay._pd import (
     Disaggregated,
     KVLink,
     PDConfigError,
-    pd_phases,
     pd_topology_from_options,
 )
+from replay._pd_metrics import pd_phases
 from replay._runner import run
 
 from .pd_helpers import KeepingPD, clean, example_d, replay, request, statuses
@@ -211,8 +211,6 @@ def test_bad_topologies_are_refused(options: dict[str, object], message: str) ->
 
 
 def test_an_aggregated_policy_on_a_pd_topology_is_refused() -> None:
-    from policies import RoundRobin
-
     with pytest.raises(PDConfigError) as info:
         replay([request("a")], example_d(), RoundRobin())
     assert str(info.value) == (
@@ -273,3 +271,17 @@ def test_mooncake_conversation_trace_replays_on_pd_with_every_request_terminal(
     assert phases.transfer_ms.max is not None and phases.transfer_ms.max > 0
     assert phases.decode_queueing_ms.count == counts["completed"]
     assert keeping.leftovers() == clean(keeping)
+
+
+def test_phase_metrics_of_an_aggregated_run_are_empty() -> None:
+    from replay import Aggregated
+
+    result = run(
+        Workload(requests=(request("a"),), source="t", format="t"),
+        topology=Aggregated(workers=1, engine=EngineConfig(num_blocks=64)),
+        policy=RoundRobin(),
+        seed=0,
+    )
+    phases = pd_phases(result)
+    assert phases.transfer_ms.count == 0 and phases.prefill_compute_ms.mean is None
+    assert pd_phases(result.requests) == phases
