@@ -6,6 +6,23 @@ from ._agentic import read_agentic as read_agentic
 from ._csvformats import read_azure as read_azure
 from ._csvformats import read_burstgpt as read_burstgpt
 from ._csvformats import read_vidur as read_vidur
+from ._distributions import ArrivalProcess as ArrivalProcess
+from ._distributions import Constant as Constant
+from ._distributions import Exponential as Exponential
+from ._distributions import Fixed as Fixed
+from ._distributions import Gamma as Gamma
+from ._distributions import LengthDistribution as LengthDistribution
+from ._distributions import Lognormal as Lognormal
+from ._distributions import Poisson as Poisson
+from ._distributions import Uniform as Uniform
+from ._distributions import parse_arrivals as parse_arrivals
+from ._distributions import parse_distribution as parse_distribution
+from ._driver import TERMINAL_STATUSES as TERMINAL_STATUSES
+from ._driver import Driver as Driver
+from ._driver import DriverReport as DriverReport
+from ._driver import IdleShift as IdleShift
+from ._driver import PlayOutcome as PlayOutcome
+from ._driver import RequestOutcome as RequestOutcome
 from ._exceptions import TraceFormatError as TraceFormatError
 from ._exceptions import WorkloadConfigError as WorkloadConfigError
 from ._exceptions import WorkloadRunError as WorkloadRunError
@@ -14,8 +31,15 @@ from ._lineage import LineageResult as LineageResult
 from ._lineage import derive_lineage as derive_lineage
 from ._lineage import lineage_from_json as lineage_from_json
 from ._lineage import lineage_to_json as lineage_to_json
+from ._modes import LoadMode as LoadMode
+from ._modes import Profile as Profile
 from ._mooncake import read_mooncake as read_mooncake
 from ._mooncake import read_mooncake_delta as read_mooncake_delta
+from ._plays import Snapshot as Snapshot
+from ._plays import instance_requests as instance_requests
+from ._plays import preparation_requests as preparation_requests
+from ._plays import snapshot_cut as snapshot_cut
+from ._plays import snapshot_u as snapshot_u
 from ._read import FORMATS as FORMATS
 from ._read import FormatChoice as FormatChoice
 from ._read import detect_format as detect_format
@@ -38,19 +62,37 @@ from ._workload import Workload as Workload
 
 __all__ = (
     "FORMATS",
+    "TERMINAL_STATUSES",
+    "ArrivalProcess",
     "ArrivalRule",
+    "Constant",
     "ContentInterner",
     "Dep",
+    "Driver",
+    "DriverReport",
+    "Exponential",
+    "Fixed",
     "FormatChoice",
+    "Gamma",
     "Identity",
+    "IdleShift",
+    "LengthDistribution",
     "LengthStats",
     "Lineage",
     "LineageResult",
+    "LoadMode",
+    "Lognormal",
     "Play",
+    "PlayOutcome",
+    "Poisson",
+    "Profile",
     "Request",
+    "RequestOutcome",
+    "Snapshot",
     "SubagentGroup",
     "Tolerated",
     "TraceFormatError",
+    "Uniform",
     "Workload",
     "WorkloadConfigError",
     "WorkloadRunError",
@@ -58,9 +100,13 @@ __all__ = (
     "as_hash_ids",
     "derive_lineage",
     "detect_format",
+    "instance_requests",
     "lineage_from_json",
     "lineage_to_json",
     "nominal_release_ms",
+    "parse_arrivals",
+    "parse_distribution",
+    "preparation_requests",
     "read_agentic",
     "read_azure",
     "read_burstgpt",
@@ -69,5 +115,7 @@ __all__ = (
     "read_trace",
     "read_vidur",
     "read_weka",
+    "snapshot_cut",
+    "snapshot_u",
     "workload_stats",
 )

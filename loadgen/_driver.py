@@ -1,0 +1,866 @@
+"""The release driver: hands requests on at their release times (REFERENCE-workloads §1.1, §4, §5).
+
+The driver knows no engine. It releases requests through a ``submit(request)`` callback
+and learns what became of them through :meth:`Driver.on_terminal` (and, for
+information, :meth:`Driver.on_started`), which the replay layer calls from the engines'
+journal. It runs on the virtual clock (``simclock``), so it must live inside a running
+:class:`simclock.VirtualEventLoop`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import itertools
+from collections.abc import Callable, Sequence
+from typing import Literal
+
+import attrs
+import numpy as np
+
+import simclock
+from simclock import WakeupKind
+
+from ._exceptions import WorkloadConfigError, WorkloadRunError
+from ._modes import LoadMode
+from ._plays import instance_requests, preparation_requests, snapshot_cut
+from ._request import ArrivalRule, Dep, Request
+from ._workload import Play, Workload
+
+__all__ = (
+    "TERMINAL_STATUSES",
+    "Driver",
+    "DriverReport",
+    "IdleShift",
+    "PlayOutcome",
+    "RequestOutcome",
+)
+
+Status = Literal["completed", "rejected", "cancelled", "incomplete", "skipped", "never_issued"]
+TERMINAL_STATUSES: tuple[str, ...] = (
+    "completed",
+    "rejected",
+    "cancelled",
+    "incomplete",
+    "skipped",
+    "never_issued",
+)
+"""Every request ends with exactly one of these (§4.4)."""
+
+_WAITER = "loadgen:driver"
+_NS_PER_MS = 1_000_000
+_POLL_NS = _NS_PER_MS  # quiescence is polled every virtual millisecond after the warm-up
+
+
+def _ns(ms: float) -> int:
+    return round(ms * _NS_PER_MS)
+
+
+@attrs.frozen
+class RequestOutcome:
+    """What became of one request.
+
+    Attributes:
+        request_id: its id (instance id for play instances).
+        status: one of :data:`TERMINAL_STATUSES`.
+        released_ns: when it was handed on, or None.
+        terminal_ns: when its status was settled.
+        phase: ``measure``, ``primer`` or ``warmup``.
+        play_id: its play (instance) id, or None.
+    """
+
+    request_id: str
+    status: str
+    released_ns: int | None
+    terminal_ns: int | None
+    phase: str
+    play_id: str | None
+
+
+@attrs.frozen
+class PlayOutcome:
+    """What became of one play instance (§5.2, §5.3).
+
+    Attributes:
+        instance_id: ``P#k`` with lanes, else the play id.
+        play_id: the corpus play id.
+        lane: the lane that ran it, or None.
+        outcome: ``completed``, ``failed`` or ``incomplete``.
+        failed_request: the reported failure (smallest terminal time, then play
+            position), or None.
+        first_release_ns: the first release of a measured request, or None.
+        last_terminal_ns: the last terminal time of a measured request, or None.
+        trajectory_ms: ``last_terminal - first_release`` for completed plays, else None.
+    """
+
+    instance_id: str
+    play_id: str
+    lane: int | None
+    outcome: str
+    failed_request: str | None
+    first_release_ns: int | None
+    last_terminal_ns: int | None
+    trajectory_ms: float | None
+
+
+@attrs.frozen
+class IdleShift:
+    """A profile idle cap moved pending timers earlier (§5.7).
+
+    Attributes:
+        time_ns: when.
+        scope: a play instance id, or ``"global"``.
+        shift_ns: by how much.
+        timers: how many timers moved.
+    """
+
+    time_ns: int
+    scope: str
+    shift_ns: int
+    timers: int
+
+
+@attrs.frozen
+class DriverReport:
+    """The driver's accounting of a run.
+
+    Attributes:
+        requests: one outcome per request of the workload and of every started play
+            instance, in the order they entered the run.
+        plays: play outcomes, in start order.
+        profile_start_ms: the warm-up barrier ``B`` (or None without warm-up).
+        cutoff_ms: the profile cutoff, or None.
+        idle_shifts: idle-cap shifts, in time order.
+        history: ids of snapshot history requests (never released, not accounted).
+    """
+
+    requests: tuple[RequestOutcome, ...]
+    plays: tuple[PlayOutcome, ...]
+    history: tuple[str, ...] = ()
+    profile_start_ms: float | None = None
+    cutoff_ms: float | None = None
+    idle_shifts: tuple[IdleShift, ...] = ()
+
+    def counts(self) -> dict[str, int]:
+        """Requests per terminal status (every status listed, zeros included)."""
+        out = dict.fromkeys(TERMINAL_STATUSES, 0)
+        for outcome in self.requests:
+            out[outcome.status] += 1
+        return out
+
+    def trajectory_percentiles_ms(self) -> tuple[float, float, float] | None:
+        """p50, p90, p99 of the trajectory latency of completed plays (None if none)."""
+        values = [p.trajectory_ms for p in self.plays if p.trajectory_ms is not None]
+        if not values:
+            return None
+        p50, p90, p99 = (float(v) for v in np.percentile(values, [50, 90, 99]))
+        return p50, p90, p99
+
+
+@attrs.define(eq=False)
+class _PlayRun:
+    """A play (instance) in the run: its units, lane and outcome."""
+
+    instance_id: str
+    play_id: str
+    lane: int | None
+    origin_ns: int
+    units: list[_Unit] = attrs.field(factory=list)
+    open_units: int = 0
+    failed: _Unit | None = None
+    done: bool = False
+    in_flight: int = 0
+    idle_since_ns: int | None = None
+
+
+@attrs.define(eq=False)
+class _Session:
+    """A closed-loop session (§4.2): a conversation, or a standalone request."""
+
+    key: str
+    positions: list[int]
+    open_units: int = 0
+
+
+@attrs.define(eq=False)
+class _Unit:
+    """One request in the run."""
+
+    request: Request
+    order: tuple[int, int]
+    origin_ns: int
+    play: _PlayRun | None = None
+    session: _Session | None = None
+    waiting: int = 0
+    due_ns: int = 0
+    status: str | None = None
+    released_ns: int | None = None
+    terminal_ns: int | None = None
+    queued: bool = False
+    prep_next: _Unit | None = None
+
+
+@attrs.define(eq=False)
+class Driver:
+    """Releases a workload's requests on the virtual clock, by their arrival rules.
+
+    Build it with the workload and a ``submit`` callback, start it inside the running
+    loop (:meth:`start`, or await :meth:`run`), and report every request's fate with
+    :meth:`on_terminal`. It satisfies the replay runner's releaser seam: ``finished``,
+    ``start()``, ``on_terminal()``, ``stop()``.
+
+    State machine of a request: *waiting* (for dependencies, a session slot, a lane or
+    the warm-up barrier) → *due* (queued at its release time) → *released* (handed to
+    ``submit``) → terminal. Requests due at the same instant are handed on after every
+    other same-instant callback ran (``simclock.instant_end`` at priority -1, before the
+    engines plan), in workload order (lane, then play position).
+
+    Args:
+        workload: what to release.
+        submit: called with each request at its release instant.
+        mode: the load mode and stop rules.
+        rng: randomness for re-timing roots (``mode.arrivals``); the caller derives it
+            from the run seed (stream ``arrivals``).
+        seed: the run seed (default for ``mode.snapshot_seed``).
+        quiescent: for the warm-up barrier: returns True when every engine is idle
+            (nothing waiting or running, no transfer in flight).
+        cancel: called with the id of each request cancelled at the end of a profile's
+            grace.
+    """
+
+    workload: Workload
+    submit: Callable[[Request], None]
+    mode: LoadMode = attrs.field(factory=LoadMode, kw_only=True)
+    rng: np.random.Generator | None = attrs.field(default=None, kw_only=True)
+    seed: int = attrs.field(default=0, kw_only=True)
+    quiescent: Callable[[], bool] | None = attrs.field(default=None, kw_only=True)
+    cancel: Callable[[str], None] | None = attrs.field(default=None, kw_only=True)
+
+    _units: dict[str, _Unit] = attrs.field(factory=dict, init=False)
+    _dependents: dict[str, list[tuple[_Unit, Dep]]] = attrs.field(factory=dict, init=False)
+    _heap: list[tuple[int, tuple[int, int], int, _Unit]] = attrs.field(factory=list, init=False)
+    _sequence: int = attrs.field(default=0, init=False)
+    _waker: asyncio.Future[None] | None = attrs.field(default=None, init=False)
+    _task: asyncio.Task[DriverReport] | None = attrs.field(default=None, init=False)
+    _released: int = attrs.field(default=0, init=False)
+    _in_flight: int = attrs.field(default=0, init=False)
+    _closed: bool = attrs.field(default=False, init=False)
+    _no_more_releases: bool = attrs.field(default=False, init=False)
+    _error: BaseException | None = attrs.field(default=None, init=False)
+    _plays: list[_PlayRun] = attrs.field(factory=list, init=False)
+    _play_by_id: dict[str, Play] = attrs.field(factory=dict, init=False)
+    _starts: dict[str, int] = attrs.field(factory=dict, init=False)
+    _content_next: int = attrs.field(default=0, init=False)
+    _cursor: int = attrs.field(default=0, init=False)
+    _sessions: list[_Session] = attrs.field(factory=list, init=False)
+    _session_cursor: int = attrs.field(default=0, init=False)
+    _speedup: float = attrs.field(default=1.0, init=False)
+    _roots_ms: dict[int, float] = attrs.field(factory=dict, init=False)
+    _deadline_ns: int | None = attrs.field(default=None, init=False)
+    _cutoff_ns: int | None = attrs.field(default=None, init=False)
+    _grace_end_ns: int | None = attrs.field(default=None, init=False)
+    _prep_open: int = attrs.field(default=0, init=False)
+    _barrier_ns: int | None = attrs.field(default=None, init=False)
+    _held: list[tuple[_PlayRun, list[Request]]] = attrs.field(factory=list, init=False)
+    _idle_shifts: list[IdleShift] = attrs.field(factory=list, init=False)
+    _outside: list[RequestOutcome] = attrs.field(factory=list, init=False)
+    _history: list[str] = attrs.field(factory=list, init=False)
+    _in_grace: bool = attrs.field(default=False, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        mode = self.mode
+        if mode.concurrency is not None and self.workload.plays:
+            raise WorkloadConfigError("concurrency: agentic workloads use lanes instead")
+        if mode.lanes is not None and not self.workload.plays:
+            raise WorkloadConfigError("lanes: the workload has no plays")
+        if mode.arrivals is not None and self.rng is None:
+            raise WorkloadConfigError("arrivals: needs an rng (the run's 'arrivals' stream)")
+        self._speedup = mode.speedup
+        self._play_by_id = {p.id: p for p in self.workload.plays}
+        top = 0
+        for play in self.workload.plays:
+            top = max(top, play.content_ids[1])
+        for request in self.workload.requests:
+            if request.hash_ids.size:
+                top = max(top, int(request.hash_ids.max()) + 1)
+        self._content_next = top
+        if mode.max_virtual_time_s is not None:
+            self._deadline_ns = round(mode.max_virtual_time_s * 1e9)
+        self._retime_roots()
+
+    # -- public seam ---------------------------------------------------------------------
+
+    @property
+    def finished(self) -> bool:
+        """Whether nothing more will ever be released."""
+        return (
+            self._closed
+            or self._no_more_releases
+            or (not self._heap and not self._pending_starts() and self._all_units_settled())
+        )
+
+    @property
+    def deadline_ns(self) -> int | None:
+        """``max_virtual_time_s`` in ns (the caller stops the engines there), or None."""
+        return self._deadline_ns
+
+    def start(self) -> None:
+        """Start :meth:`run` as a task of the running loop."""
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self.run(), name=_WAITER)
+
+    def stop(self) -> None:
+        """Release nothing more and settle the accounts now (in flight → incomplete)."""
+        if not self._closed:
+            self._close(simclock.now_ns())
+        self._wake()
+
+    def on_started(self, request_id: str) -> None:
+        """An engine started working on a released request (informational)."""
+        del request_id
+
+    def on_terminal(self, request_id: str, status: str) -> None:
+        """A released request reached a terminal state.
+
+        Args:
+            request_id: the request.
+            status: ``completed``; ``cancelled``; anything else (``rejected``,
+                ``failed``, ...) counts as ``rejected``.
+        """
+        unit = self._units.get(request_id)
+        if unit is None or unit.status is not None or self._closed:
+            return
+        now = simclock.now_ns()
+        settled = status if status in ("completed", "cancelled") else "rejected"
+        self._in_flight -= 1
+        if unit.play is not None:
+            unit.play.in_flight -= 1
+            if unit.play.in_flight == 0:
+                unit.play.idle_since_ns = now
+        self._settle(unit, settled, now)
+        if settled == "completed":
+            self._event(unit, "completion", now)
+        else:
+            if unit.request.identity.phase != "measure":
+                self._error = WorkloadRunError(
+                    f"warm-up: request '{request_id}' ended {status}; nothing is measured"
+                )
+            self._fail_play(unit, now)
+            self._skip_dependents(unit, now)
+        if unit.prep_next is not None and settled == "completed":
+            self._schedule(unit.prep_next, now)
+        self._after_settle(unit, now)
+        self._wake()
+
+    async def run(self) -> DriverReport:
+        """Release the whole workload; return the accounting when nothing is left.
+
+        With ``max_virtual_time_s`` it returns at that instant (after everything at that
+        instant ran); requests in flight then are ``incomplete``.
+
+        Raises:
+            WorkloadRunError: a warm-up request failed.
+        """
+        self._begin()
+        loop = asyncio.get_running_loop()
+        while not self._closed:
+            if self._error is not None:
+                self._close(simclock.now_ns())
+                raise self._error
+            now = simclock.now_ns()
+            limit = self._limit_ns()
+            if limit is not None and now >= limit and not self._due_now(now):
+                await simclock.instant_end(priority=1 << 30, waiter=_WAITER)
+                self._at_limit(simclock.now_ns())
+                continue
+            if self._due_now(now):
+                await simclock.instant_end(priority=-1, waiter=_WAITER)
+                self._flush(simclock.now_ns())
+                continue
+            if self._barrier_pending(now):
+                continue
+            if self._in_flight == 0 and (
+                self._no_more_releases or (not self._heap and not self._pending_starts())
+            ):
+                self._close(now)
+                break
+            wake_at = self._next_wake_ns()
+            self._waker = loop.create_future()
+            if wake_at is None:
+                await self._waker
+            else:
+                sleeper = loop.create_task(
+                    simclock.sleep_until_ns(
+                        max(wake_at, simclock.now_ns()), waiter=_WAITER, kind=WakeupKind.OTHER
+                    )
+                )
+                await asyncio.wait({sleeper, self._waker}, return_when=asyncio.FIRST_COMPLETED)
+                if not sleeper.done():
+                    sleeper.cancel()
+                    await asyncio.gather(sleeper, return_exceptions=True)
+            self._waker = None
+        if self._error is not None:
+            raise self._error
+        return self.report()
+
+    def report(self) -> DriverReport:
+        """The accounting so far (complete once :meth:`run` returned)."""
+        requests = [*self._outside]
+        for unit in self._units.values():
+            requests.append(
+                RequestOutcome(
+                    request_id=unit.request.id,
+                    status=unit.status or "never_issued",
+                    released_ns=unit.released_ns,
+                    terminal_ns=unit.terminal_ns,
+                    phase=unit.request.identity.phase,
+                    play_id=unit.request.identity.play_id,
+                )
+            )
+        return DriverReport(
+            requests=tuple(requests),
+            plays=tuple(self._play_outcome(p) for p in self._plays),
+            history=tuple(self._history),
+            profile_start_ms=None if self._barrier_ns is None else self._barrier_ns / _NS_PER_MS,
+            cutoff_ms=None if self._cutoff_ns is None else self._cutoff_ns / _NS_PER_MS,
+            idle_shifts=tuple(self._idle_shifts),
+        )
+
+    # -- setup ---------------------------------------------------------------------------
+
+    def _retime_roots(self) -> None:
+        """Apply ``arrivals`` / ``target_rate`` to roots, in queue order (§4.3)."""
+        mode = self.mode
+        if mode.arrivals is None and mode.target_rate is None:
+            return
+        roots = sorted(
+            (r.arrival_ms, i)
+            for i, r in enumerate(self.workload.requests)
+            if not r.arrival.after and r.identity.phase == "measure"
+        )
+        if mode.target_rate is not None:
+            span_s = (roots[-1][0] - roots[0][0]) / 1000.0 if roots else 0.0
+            if span_s <= 0:
+                raise WorkloadConfigError("target_rate: the roots span no time")
+            self._speedup = mode.target_rate / (len(roots) / span_s)
+            return
+        rng = self.rng
+        if rng is None or mode.arrivals is None:  # pragma: no cover - checked in post-init
+            return
+        gaps = mode.arrivals.gaps_ms(rng, len(roots))
+        times = np.concatenate(([0.0], np.cumsum(gaps[1:]))) if len(roots) else gaps
+        for (_, index), when in zip(roots, times.tolist(), strict=True):
+            self._roots_ms[index] = when
+
+    def _begin(self) -> None:
+        now = simclock.now_ns()
+        mode = self.mode
+        if mode.lanes is not None:
+            self._begin_lanes(now)
+        elif mode.concurrency is not None or mode.max_sessions is not None:
+            self._begin_sessions(now)
+        else:
+            self._begin_timestamps(now)
+
+    def _begin_timestamps(self, now: int) -> None:
+        play_of: dict[int, _PlayRun] = {}
+        for play in self.workload.plays:
+            run = _PlayRun(instance_id=play.id, play_id=play.id, lane=None, origin_ns=now)
+            self._plays.append(run)
+            for index in play.request_indices:
+                play_of[index] = run
+        units = [
+            self._add(request, (0, i), now, play_of.get(i), None)
+            for i, request in enumerate(self.workload.requests)
+        ]
+        self._arm(units, now)
+
+    def _begin_sessions(self, now: int) -> None:
+        by_key: dict[str, _Session] = {}
+        for i, request in enumerate(self.workload.requests):
+            key = request.identity.conversation_id or f"\x00{request.id}"
+            session = by_key.get(key)
+            if session is None:
+                session = by_key[key] = _Session(key=key, positions=[])
+            session.positions.append(i)
+
+        def first_time(s: _Session) -> tuple[float, int]:
+            first = s.positions[0]
+            when = self._roots_ms.get(first, self.workload.requests[first].arrival.not_before_ms)
+            return (when if when is not None else 0.0, first)
+
+        self._sessions = sorted(by_key.values(), key=first_time)
+        limit = self.mode.max_sessions
+        if limit is not None:
+            for session in self._sessions[limit:]:
+                for i in session.positions:
+                    self._outside_never(self.workload.requests[i])
+            self._sessions = self._sessions[:limit]
+        if self.mode.concurrency is None:
+            # max_sessions alone: the chosen sessions run at their own times.
+            units = []
+            for session in self._sessions:
+                for i in session.positions:
+                    units.append(self._add(self.workload.requests[i], (0, i), now, None, session))
+            self._session_cursor = len(self._sessions)
+            self._arm(units, now)
+            return
+        for _ in range(self.mode.concurrency):
+            self._start_next_session(now)
+
+    def _start_next_session(self, now: int) -> bool:
+        if self._session_cursor >= len(self._sessions) or self._no_more_releases:
+            return False
+        session = self._sessions[self._session_cursor]
+        self._session_cursor += 1
+        units = []
+        for n, i in enumerate(session.positions):
+            request = self.workload.requests[i]
+            if n == 0 or not request.arrival.after:
+                request = attrs.evolve(request, arrival=ArrivalRule(not_before_ms=None, after=()))
+            units.append(self._add(request, (0, i), now, None, session))
+        self._arm(units, now)
+        return True
+
+    def _begin_lanes(self, now: int) -> None:
+        mode = self.mode
+        lanes = mode.lanes or 0
+        plays = self.workload.plays
+        seed = mode.snapshot_seed if mode.snapshot_seed is not None else self.seed
+        for lane in range(lanes):
+            play = plays[lane % len(plays)]
+            self._start_play(play, lane, now, snapshot_seed=seed if mode.snapshots else None)
+        self._cursor = lanes
+        if self.mode.profile is not None and not mode.warmup:
+            self._set_cutoff(now)
+
+    def _set_cutoff(self, start_ns: int) -> None:
+        profile = self.mode.profile
+        if profile is None:
+            return
+        self._cutoff_ns = start_ns + round(profile.duration_s * 1e9)
+        self._grace_end_ns = self._cutoff_ns + round(profile.grace_s * 1e9)
+
+    def _start_play(
+        self, play: Play, lane: int, now: int, *, snapshot_seed: int | None = None
+    ) -> None:
+        k = self._starts.get(play.id, 0)
+        self._starts[play.id] = k + 1
+        base: int | None = None
+        if k > 0:
+            base = self._content_next
+            self._content_next += play.content_ids[1] - play.content_ids[0]
+        requests = [self.workload.requests[i] for i in play.request_indices]
+        renamed = instance_requests(requests, play, k, lane, base)
+        instance_id = f"{play.id}#{k}"
+        run = _PlayRun(instance_id=instance_id, play_id=play.id, lane=lane, origin_ns=now)
+        self._plays.append(run)
+        if snapshot_seed is None:
+            units = [self._add(r, (lane, n), now, run, None) for n, r in enumerate(renamed)]
+            self._arm(units, now)
+            return
+        snapshot = snapshot_cut(renamed, snapshot_seed=snapshot_seed, lane=lane)
+        # History is never released and is not part of the run's accounting.
+        self._history.extend(r.id for r in snapshot.history)
+        if not self.mode.warmup:
+            units = [self._add(r, (lane, n), now, run, None) for n, r in enumerate(snapshot.live)]
+            self._arm(units, now)
+            return
+        primers, warmups = preparation_requests(
+            snapshot, instance_id, repeats=self.mode.warmup_repeats
+        )
+        prep = [self._add(r, (lane, -1), now, None, None) for r in (*primers, *warmups)]
+        for earlier, later in itertools.pairwise(prep):
+            later.waiting = 1
+            earlier.prep_next = later
+        self._prep_open += len(prep)
+        self._held.append((run, list(snapshot.live)))
+        if prep:
+            self._arm(prep[:1], now)
+
+    # -- units and releases --------------------------------------------------------------
+
+    def _add(
+        self,
+        request: Request,
+        order: tuple[int, int],
+        origin_ns: int,
+        play: _PlayRun | None,
+        session: _Session | None,
+    ) -> _Unit:
+        if request.id in self._units:
+            raise WorkloadConfigError(f"requests: duplicate request id {request.id!r}")
+        unit = _Unit(request=request, order=order, origin_ns=origin_ns, play=play, session=session)
+        unit.waiting = len(request.arrival.after)
+        self._units[request.id] = unit
+        for dep in request.arrival.after:
+            self._dependents.setdefault(dep.request_id, []).append((unit, dep))
+        if play is not None:
+            play.units.append(unit)
+            play.open_units += 1
+        if session is not None:
+            session.open_units += 1
+        return unit
+
+    def _arm(self, units: Sequence[_Unit], now: int) -> None:
+        """Queue the units that wait for nothing."""
+        for unit in units:
+            if unit.waiting == 0:
+                self._schedule(unit, now)
+
+    def _floor_ns(self, unit: _Unit) -> int | None:
+        request = unit.request
+        when = request.arrival.not_before_ms
+        if self.mode.lanes is None and not request.arrival.after and self._roots_ms:
+            when = self._roots_ms.get(unit.order[1], when)
+        if when is None:
+            return None
+        return unit.origin_ns + _ns(when / self._speedup)
+
+    def _schedule(self, unit: _Unit, now: int) -> None:
+        """Queue a unit whose dependencies are all met (roots: at once)."""
+        floor = self._floor_ns(unit)
+        if unit.request.arrival.after:
+            due = unit.due_ns if floor is None else max(unit.due_ns, floor)
+        else:
+            due = floor if floor is not None else max(now, unit.origin_ns)
+        unit.queued = True
+        self._sequence += 1
+        heapq.heappush(self._heap, (due, unit.order, self._sequence, unit))
+
+    def _due_now(self, now: int) -> bool:
+        return bool(self._heap) and self._heap[0][0] <= now
+
+    def _flush(self, now: int) -> None:
+        while self._heap and self._heap[0][0] <= now:
+            batch: list[tuple[tuple[int, int], int, _Unit]] = []
+            while self._heap and self._heap[0][0] <= now:
+                _, order, seq, unit = heapq.heappop(self._heap)
+                batch.append((order, seq, unit))
+            batch.sort(key=lambda item: (item[0], item[1]))
+            for _, _, unit in batch:
+                self._release(unit, now)
+
+    def _release(self, unit: _Unit, now: int) -> None:
+        unit.queued = False
+        if unit.status is not None:
+            return
+        if self._no_more_releases or self._past_limit(now):
+            return
+        limit = self.mode.max_requests
+        if limit is not None and self._released >= limit:
+            self._no_more_releases = True
+            self._wake()
+            return
+        if unit.play is not None and unit.play.failed is not None:
+            self._settle(unit, "skipped", now)
+            self._skip_dependents(unit, now)
+            self._after_settle(unit, now)
+            return
+        self._released += 1
+        self._in_flight += 1
+        unit.released_ns = now
+        if unit.play is not None:
+            unit.play.in_flight += 1
+            unit.play.idle_since_ns = None
+        self.submit(unit.request)
+        self._event(unit, "start", now)
+
+    def _past_limit(self, now: int) -> bool:
+        limit = self._deadline_ns if self._deadline_ns is not None else self._cutoff_ns
+        return limit is not None and now > limit
+
+    def _limit_ns(self) -> int | None:
+        """The next stop instant: the deadline, the profile cutoff, or the grace end."""
+        if self._deadline_ns is not None:
+            return self._deadline_ns
+        return self._grace_end_ns if self._in_grace else self._cutoff_ns
+
+    def _event(self, unit: _Unit, on: str, at_ns: int) -> None:
+        for dependent, dep in self._dependents.get(unit.request.id, ()):
+            if dep.on != on or dependent.status is not None:
+                continue
+            due = at_ns + _ns(dep.delay_ms / self._speedup)
+            dependent.due_ns = max(dependent.due_ns, due)
+            dependent.waiting -= 1
+            if dependent.waiting == 0:
+                self._schedule(dependent, at_ns)
+
+    def _skip_dependents(self, unit: _Unit, now: int) -> None:
+        stack = [unit]
+        while stack:
+            current = stack.pop()
+            for dependent, _ in self._dependents.get(current.request.id, ()):
+                if dependent.status is None and dependent.released_ns is None:
+                    self._settle(dependent, "skipped", now)
+                    self._after_settle(dependent, now)
+                    stack.append(dependent)
+
+    def _settle(self, unit: _Unit, status: str, now: int) -> None:
+        unit.status = status
+        unit.terminal_ns = now
+        if unit.play is not None:
+            unit.play.open_units -= 1
+        if unit.session is not None:
+            unit.session.open_units -= 1
+        if unit.request.identity.phase != "measure":
+            self._prep_open -= 1
+
+    def _fail_play(self, unit: _Unit, now: int) -> None:
+        play = unit.play
+        if play is None:
+            return
+        if play.failed is None or (unit.terminal_ns or now, play.units.index(unit)) < (
+            play.failed.terminal_ns or now,
+            play.units.index(play.failed),
+        ):
+            play.failed = unit
+        for other in play.units:
+            if other.status is None and other.released_ns is None:
+                self._settle(other, "skipped", now)
+        self._heap = [item for item in self._heap if item[3].status is None]
+        heapq.heapify(self._heap)
+
+    def _after_settle(self, unit: _Unit, now: int) -> None:
+        session = unit.session
+        if session is not None and session.open_units == 0 and self.mode.concurrency is not None:
+            self._start_next_session(now)
+        play = unit.play
+        if play is not None and play.open_units == 0 and not play.done:
+            play.done = True
+            self._refill(play, now)
+
+    def _refill(self, finished: _PlayRun, now: int) -> None:
+        if finished.lane is None or self._no_more_releases or self._past_limit(now):
+            return
+        plays = self.workload.plays
+        if self.mode.profile is None and (self.mode.snapshots or self._cursor >= len(plays)):
+            return
+        play = plays[self._cursor % len(plays)]
+        self._cursor += 1
+        self._start_play(play, finished.lane, now)
+
+    def _pending_starts(self) -> bool:
+        if self._no_more_releases:
+            return False
+        if self.mode.concurrency is not None and self._session_cursor < len(self._sessions):
+            return True
+        return bool(self._held)
+
+    def _all_units_settled(self) -> bool:
+        return all(u.status is not None or u.released_ns is not None for u in self._units.values())
+
+    # -- warm-up barrier -----------------------------------------------------------------
+
+    def _barrier_pending(self, now: int) -> bool:
+        """Start the measured plays once preparation completed and engines are quiet."""
+        if not self._held or self._prep_open > 0:
+            return False
+        if self.quiescent is not None and not self.quiescent():
+            return False
+        self._barrier_ns = now
+        held, self._held = self._held, []
+        for run, live in held:
+            run.origin_ns = now
+            units = [self._add(r, (run.lane or 0, n), now, run, None) for n, r in enumerate(live)]
+            self._arm(units, now)
+        self._set_cutoff(now)
+        return True
+
+    # -- limits --------------------------------------------------------------------------
+
+    def _next_wake_ns(self) -> int | None:
+        candidates: list[int] = []
+        if self._heap:
+            candidates.append(self._heap[0][0])
+        limit = self._limit_ns()
+        if limit is not None:
+            candidates.append(limit)
+        if self._held and self._prep_open == 0:
+            candidates.append(simclock.now_ns() + _POLL_NS)
+        now = simclock.now_ns()
+        later = [c for c in candidates if c > now]
+        return min(later) if later else None
+
+    def _at_limit(self, now: int) -> None:
+        """At ``max_virtual_time_s`` or a profile cutoff: stop releasing."""
+        self._no_more_releases = True
+        if self._deadline_ns is not None:
+            self._close(now)
+            return
+        if self._in_grace:
+            for unit in list(self._units.values()):
+                if unit.status is None and unit.released_ns is not None:
+                    self._in_flight -= 1
+                    self._settle(unit, "cancelled", now)
+                    if self.cancel is not None:
+                        self.cancel(unit.request.id)
+            self._close(now)
+            return
+        # The cutoff: nothing more is released; in-flight requests get the grace.
+        self._in_grace = True
+        if self._in_flight == 0:
+            self._close(now)
+
+    def _close(self, now: int) -> None:
+        """Settle every account: in flight → incomplete, unreleased → never_issued."""
+        if self._closed:
+            return
+        self._closed = True
+        self._no_more_releases = True
+        for unit in self._units.values():
+            if unit.status is None:
+                status = "incomplete" if unit.released_ns is not None else "never_issued"
+                unit.status = status
+                unit.terminal_ns = now
+        self._heap.clear()
+        self._held.clear()
+        if self.mode.concurrency is not None:
+            for session in self._sessions[self._session_cursor :]:
+                for i in session.positions:
+                    self._outside_never(self.workload.requests[i])
+            self._session_cursor = len(self._sessions)
+        if self.mode.lanes is not None and not self.mode.snapshots:
+            for play in self.workload.plays[self._cursor :]:
+                for i in play.request_indices:
+                    self._outside_never(self.workload.requests[i])
+            self._cursor = len(self.workload.plays)
+
+    def _outside_never(self, request: Request) -> None:
+        identity = request.identity
+        outcome = RequestOutcome(
+            request.id, "never_issued", None, None, identity.phase, identity.play_id
+        )
+        self._outside.append(outcome)
+
+    def _wake(self) -> None:
+        if self._waker is not None and not self._waker.done():
+            self._waker.set_result(None)
+
+    def _play_outcome(self, play: _PlayRun) -> PlayOutcome:
+        measured = [u for u in play.units if u.request.identity.phase == "measure"]
+        releases = [u.released_ns for u in measured if u.released_ns is not None]
+        ends = [u.terminal_ns for u in measured if u.terminal_ns is not None]
+        if play.failed is not None:
+            outcome = "failed"
+        elif measured and all(u.status == "completed" for u in measured):
+            outcome = "completed"
+        else:
+            outcome = "incomplete"
+        first = min(releases) if releases else None
+        last = max(ends) if ends else None
+        trajectory = (
+            (last - first) / _NS_PER_MS
+            if outcome == "completed" and first is not None and last is not None
+            else None
+        )
+        return PlayOutcome(
+            instance_id=play.instance_id,
+            play_id=play.play_id,
+            lane=play.lane,
+            outcome=outcome,
+            failed_request=None if play.failed is None else play.failed.request.id,
+            first_release_ns=first,
+            last_terminal_ns=last,
+            trajectory_ms=trajectory,
+        )
