@@ -30,6 +30,10 @@ from ._inspect import PendingTimer as PendingTimer
 from ._inspect import StepEvent as StepEvent
 from ._inspect import TaskInfo as TaskInfo
 from ._inspect import WakeupKind as WakeupKind
+from ._logging import add_virtual_time as add_virtual_time
+from ._logging import configure_logging as configure_logging
+from ._logging import get_logger as get_logger
+from ._logging import log_context as log_context
 from ._loop import DEFAULT_LIVELOCK_BUDGET as DEFAULT_LIVELOCK_BUDGET
 from ._loop import DEFAULT_STALL_BUDGET as DEFAULT_STALL_BUDGET
 from ._loop import VirtualEventLoop as VirtualEventLoop
@@ -60,7 +64,11 @@ __all__ = (
     "WakeupError",
     "WakeupKind",
     "__version__",
+    "add_virtual_time",
+    "configure_logging",
+    "get_logger",
     "instant_end",
+    "log_context",
     "new_event_loop",
     "now_ns",
     "run",

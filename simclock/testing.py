@@ -29,6 +29,9 @@ asyncio loop (:func:`loop_factories_for` offers them only ``"asyncio"``).
 
 **Plain synchronous tests**: call :func:`simclock.run` on the coroutine, or drive a loop step
 by step inside :func:`virtual_loop`.
+
+:func:`capture_logs` (re-exported from the logging module) collects simclock's structured log
+events during a test.
 """
 
 from __future__ import annotations
@@ -40,11 +43,13 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
 from ._exceptions import ClockConfigError
+from ._logcapture import capture_logs
 from ._loop import DEFAULT_LIVELOCK_BUDGET, DEFAULT_STALL_BUDGET, VirtualEventLoop, _check_options
 
 __all__ = (
     "LOOP_FACTORY_NAME",
     "anyio_backend",
+    "capture_logs",
     "loop_factories_for",
     "loop_factory",
     "virtual_loop",
