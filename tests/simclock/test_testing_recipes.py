@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 import anyio
 import pytest
+import pytest_asyncio
 
 import simclock
 import simclock.testing
@@ -18,6 +20,20 @@ async def test_pytest_asyncio_marked_test_runs_on_the_virtual_loop() -> None:
     assert isinstance(asyncio.get_running_loop(), simclock.VirtualEventLoop)
     await asyncio.sleep(3600)
     assert simclock.now_ns() == HOUR_NS
+
+
+@pytest_asyncio.fixture
+async def warmed_up_cache() -> AsyncIterator[asyncio.AbstractEventLoop]:
+    await asyncio.sleep(60)
+    yield asyncio.get_running_loop()
+
+
+@pytest.mark.asyncio(loop_factories=["simclock"])
+async def test_async_fixtures_share_the_virtual_loop_of_the_test(
+    warmed_up_cache: asyncio.AbstractEventLoop,
+) -> None:
+    assert warmed_up_cache is asyncio.get_running_loop()
+    assert simclock.now_ns() == 60 * 1_000_000_000
 
 
 @pytest.mark.asyncio
