@@ -240,3 +240,35 @@ def test_asyncio_runner_accepts_the_loop_class_as_loop_factory() -> None:
     with asyncio.Runner(loop_factory=simclock.VirtualEventLoop) as runner:
         assert runner.run(main()) == 7 * SECOND
         assert runner.run(main()) == 14 * SECOND
+
+
+def test_removing_readers_writers_and_signal_handlers_reports_nothing_registered() -> None:
+    loop = simclock.new_event_loop()
+    try:
+        assert loop.remove_reader(0) is False
+        assert loop.remove_writer(1) is False
+        assert loop.remove_signal_handler(2) is False
+    finally:
+        loop.close()
+
+
+def test_a_default_executor_is_accepted_and_never_used() -> None:
+    import concurrent.futures
+
+    async def main() -> str:
+        loop = asyncio.get_running_loop()
+        with concurrent.futures.ThreadPoolExecutor() as executor:
+            loop.set_default_executor(executor)
+            future = loop.run_in_executor(None, lambda: "inline")
+            assert future.done()
+            return await future
+
+    assert simclock.run(main()) == "inline"
+
+
+def test_a_positive_delay_below_a_nanosecond_still_moves_the_clock_one_nanosecond() -> None:
+    async def main() -> int:
+        await asyncio.sleep(1e-12)
+        return simclock.now_ns()
+
+    assert simclock.run(main()) == 1

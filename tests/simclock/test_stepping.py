@@ -188,3 +188,14 @@ def test_stepping_is_refused_while_the_loop_runs() -> None:
             loop.step()
 
     simclock.run(main())
+
+
+def test_snapshot_orders_tasks_by_name_with_numbers_as_numbers_and_inf_timers_last() -> None:
+    with simclock.testing.virtual_loop() as loop:
+        for name in ("worker-10", "worker-9", "alpha"):
+            loop.create_task(asyncio.sleep(1), name=name)
+        loop.call_later(float("inf"), print)
+        loop.call_later(5, print)
+        snapshot = loop.snapshot()
+    assert [t.name for t in snapshot.tasks] == ["alpha", "worker-9", "worker-10"]
+    assert [t.when_ns for t in snapshot.pending_timers] == [5_000_000_000, None]
