@@ -56,7 +56,7 @@ from engines import (
 )
 from engines._catalog import ModelArch, kv_bytes_per_token, model_arch
 from loadgen import Request
-from policies import Policy, PolicyRuntime, policy_name
+from policies import Policy, PolicyContext, PolicyRuntime, RequestStream, policy_name
 from policies._pd import PDPolicy
 from policies._runtime import RequestStatus
 
@@ -554,6 +554,15 @@ class _Handoff:
     task: asyncio.Task[None] | None = None
 
 
+class _Inspector:
+    """The policy of the inspection runtime: it never runs."""
+
+    name = "pd:inspect"
+
+    async def run(self, requests: RequestStream, ctx: PolicyContext) -> None:
+        raise simclock.InternalError("the P/D inspection runtime is never started")
+
+
 @attrs.define(eq=False)
 class PDRuntime:
     """The policy runtime of a disaggregated run: two pool runtimes and the handoff.
@@ -597,11 +606,12 @@ class PDRuntime:
     _flush_task: asyncio.Task[None] | None = attrs.field(default=None, init=False)
     _tasks: list[asyncio.Task[None]] = attrs.field(factory=list, init=False)
     _stopped: bool = attrs.field(default=False, init=False)
+    _inspector: PolicyRuntime = attrs.field(init=False)
 
     def __attrs_post_init__(self) -> None:
         for engine in (*self.prefill_engines, *self.decode_engines):
             self._by_index[engine.index] = engine
-        prefill_rng, decode_rng = self.rng.spawn(2)
+        prefill_rng, decode_rng, inspect_rng = self.rng.spawn(3)
         if self.order == "destination_first":
             prefill_handles: list[_PoolEngine] = [
                 _PairedEngine(engine, i, owner=self)
@@ -632,6 +642,14 @@ class PDRuntime:
             decode_rng,
             on_poison=self._poison,
         )
+        # Never started and never given a request: dispatching through it is refused.
+        self._inspector = PolicyRuntime(
+            _Inspector(),
+            (*self.prefill_engines, *self.decode_engines),
+            _PoolJournal(target=self.journal),
+            self.keyer,
+            inspect_rng,
+        )
 
     # -- what the runner uses ----------------------------------------------------------------
 
@@ -644,6 +662,24 @@ class PDRuntime:
     def name(self) -> str:
         """The policy's name."""
         return self.policy.name
+
+    @property
+    def stream(self) -> RequestStream:
+        """The requests released and not yet taken by the prefill side."""
+        return self.prefill.stream
+
+    @property
+    def unsettled(self) -> int:
+        """Requests neither terminal nor committed, on either side."""
+        return self.prefill.unsettled + self.decode.unsettled
+
+    @property
+    def context(self) -> PolicyContext:
+        """A context over every engine by global index (inspection: views, prefix overlap).
+
+        Placing through it is refused: each pool's policy places through its own context.
+        """
+        return self._inspector.context
 
     def start(self) -> None:
         """Start both pool runtimes and watch the journal for prefill completions."""
