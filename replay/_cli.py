@@ -73,7 +73,7 @@ class _Parser(argparse.ArgumentParser):
     """An argument parser whose errors are one line and exit with status 2."""
 
     def error(self, message: str) -> NoReturn:
-        raise UsageError(message)
+        raise UsageError(f"{self.prog}: error: {message}")
 
 
 _REPLAY_DESCRIPTION = """\
@@ -202,7 +202,10 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--quiet", action="store_true", help="do not print the report table")
     add_debug_flags(replay)
     replay.set_defaults(handler=_replay, parser=replay)
-    add_inspect_parser(cast("argparse._SubParsersAction[argparse.ArgumentParser]", commands))
+    inspect = add_inspect_parser(
+        cast("argparse._SubParsersAction[argparse.ArgumentParser]", commands)
+    )
+    inspect.set_defaults(parser=inspect)
     return parser
 
 
@@ -338,15 +341,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the process exit status."""
     parser = build_parser()
     try:
-        args = parser.parse_args(argv)
+        args, extras = parser.parse_known_args(argv)
+        if extras:
+            # Report unknown arguments against the subcommand they were given to.
+            getattr(args, "parser", parser).error(f"unrecognized arguments: {' '.join(extras)}")
         if args.command is None:
             parser.print_help(sys.stdout)
             return EXIT_OK
         status: int = args.handler(args)
         return status
     except UsageError as exc:
-        command = "simclock replay" if _is_replay(argv) else "simclock"
-        print(f"{command}: error: {exc}", file=sys.stderr)
+        print(exc, file=sys.stderr)
         return EXIT_USAGE
     except simclock.InternalError as exc:
         print(
@@ -369,11 +374,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
     except Exception as exc:
         return _internal(exc)
-
-
-def _is_replay(argv: Sequence[str] | None) -> bool:
-    args = sys.argv[1:] if argv is None else list(argv)
-    return "replay" in args
 
 
 def _one_line(exc: BaseException) -> str:

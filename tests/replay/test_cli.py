@@ -398,3 +398,23 @@ def test_an_empty_timeline_window_is_a_usage_error(capsys: pytest.CaptureFixture
         "simclock replay: error: timeline window ends (1000000000 ns) before it starts "
         "(5000000000 ns)\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (
+            ["inspect", "x.jsonl", "--bogus"],
+            "simclock inspect: error: unrecognized arguments: --bogus",
+        ),
+        (["--bogus"], "simclock: error: unrecognized arguments: --bogus"),
+        (["nothing"], "simclock: error: argument COMMAND: invalid choice: 'nothing'"),
+    ],
+)
+def test_usage_errors_name_the_command_they_belong_to(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(argv) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.startswith(message)
+    assert err.count("\n") == 1
