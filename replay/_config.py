@@ -35,13 +35,18 @@ from typing import Any, TypeVar
 import attrs
 
 import policies
-from engines import EngineConfig, FixedTiming, TimingModel
-
-# TODO(engines): import these from ``engines`` once its ``__init__`` re-exports them.
-from engines._catalog import gpu_spec, kv_bytes_per_token, model_arch
-from engines._timing import LinearTiming, PolynomialTiming
-from engines._timing_roofline import RooflineTiming
-from engines._timing_table import TableTiming
+from engines import (
+    EngineConfig,
+    FixedTiming,
+    LinearTiming,
+    PolynomialTiming,
+    RooflineTiming,
+    TableTiming,
+    TimingModel,
+    gpu_spec,
+    kv_bytes_per_token,
+    model_arch,
+)
 
 from ._exceptions import ReplayError
 from ._metrics import SLO, SLOError
