@@ -291,13 +291,20 @@ class EngineCore:
         sched_n: list[int] = []
         comp: list[int] = []
         outb: list[int] = []
+        prompts: list[int] = []
+        samples: list[bool] = []
+        # N = 0 requests never sample; on a prefill engine the hidden bootstrap token does
+        any_target = self.role == "prefill"
         preempted = False
         running = self.running
         i = 0
+        # num_computed advances as each entry is scheduled: nothing later in the schedule
+        # phase reads an earlier entry's counter (a victim is never an earlier entry)
         while i < len(running) and budget > 0:
             r = running[i]
             c = r.num_computed
-            n = r.prompt + r.num_output - c
+            rem = r.prompt + r.num_output - c
+            n = rem
             if n > budget:
                 n = budget
             elif n == 0:
@@ -320,6 +327,11 @@ class EngineCore:
             sched_n.append(n)
             comp.append(c)
             outb.append(r.num_output)
+            prompts.append(r.prompt)
+            samples.append(n == rem and (any_target or r.target > 0))
+            r.num_computed = end
+            if r.pf:  # a steady decode entry (pf 0) stays at pf 0
+                self._refresh(r)
             budget -= n
             i += 1
         if not preempted:
@@ -364,15 +376,15 @@ class EngineCore:
                 sched_n.append(n)
                 comp.append(start)
                 outb.append(r.num_output)
+                prompts.append(r.prompt)
+                samples.append(start + n == num_tokens and (any_target or r.target > 0))
+                r.num_computed = start + n
+                self._refresh(r)
                 budget -= n
         if not entries:
             return None
-        for j, r in enumerate(entries):
-            r.num_computed += sched_n[j]
-            if r.pf:  # a steady decode entry (pf 0) stays at pf 0
-                self._refresh(r)
         plan = Pass(now_ns, entries, sched_n, comp, outb)
-        duration = self._duration_ns(plan)
+        duration = self._duration_ns(plan, prompts, samples)
         plan.end_ns = now_ns + duration
         self.passes += 1
         self.busy_ns += duration
@@ -380,22 +392,14 @@ class EngineCore:
             self._record_chunks(plan)
         return plan
 
-    def _duration_ns(self, plan: Pass) -> int:
-        entries = plan.entries
-        m = len(entries)
-        prompt = np.fromiter((r.prompt for r in entries), np.int64, m)
-        role = self.role
-        if role == "prefill":
-            samples = [r.num_computed == r.prompt + r.num_output for r in entries]
-        else:
-            samples = [r.num_computed == r.prompt + r.num_output and r.target > 0 for r in entries]
+    def _duration_ns(self, plan: Pass, prompts: list[int], samples: list[bool]) -> int:
         shape = PassShape(
             np.array(plan.scheduled, dtype=np.int64),
             np.array(plan.computed, dtype=np.int64),
-            prompt,
+            np.array(prompts, dtype=np.int64),
             np.array(plan.output_before, dtype=np.int64),
             np.array(samples, dtype=np.bool_),
-            role,
+            self.role,
             self.config.num_blocks * self.block_size,
         )
         ms = self.timing.pass_time_ms(shape)
