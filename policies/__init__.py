@@ -5,7 +5,8 @@ places them on engines with ``await ctx.dispatch(request, engine)`` (the two-pha
 Subclass :class:`PlacePolicy` to write ``async def place(request, ctx)`` per request, subclass
 :class:`ChoicePolicy` to write ``choose(request, ctx) -> int``, or adapt a plain function with
 :func:`from_choice`. The built-ins are :class:`RoundRobin`, :class:`Random`,
-:class:`LeastLoaded`, :class:`KVAware` and :class:`SessionAffinity`.
+:class:`LeastLoaded`, :class:`KVAware` and :class:`SessionAffinity`. :class:`PDPolicy` makes
+the two choices of a disaggregated prefill/decode topology with one policy per pool.
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ from ._exceptions import PlacementError as PlacementError
 from ._exceptions import PolicyError as PolicyError
 from ._exceptions import PolicyHookError as PolicyHookError
 from ._exceptions import RuntimePoisonedError as RuntimePoisonedError
+from ._pd import PD_POLICIES as PD_POLICIES
+from ._pd import PDPolicy as PDPolicy
+from ._pd import PDPolicyError as PDPolicyError
+from ._pd import pd_kv_aware as pd_kv_aware
+from ._pd import pd_policy as pd_policy
 from ._runtime import EngineHandle as EngineHandle
 from ._runtime import Offer as Offer
 from ._runtime import Placement as Placement
@@ -37,6 +43,7 @@ from ._runtime import RequestStream as RequestStream
 from ._runtime import policy_name as policy_name
 
 __all__ = (
+    "PD_POLICIES",
     "BasePolicy",
     "ChoiceFunction",
     "ChoicePolicy",
@@ -46,6 +53,8 @@ __all__ = (
     "KVAware",
     "LeastLoaded",
     "Offer",
+    "PDPolicy",
+    "PDPolicyError",
     "PlacePolicy",
     "Placement",
     "PlacementError",
@@ -61,5 +70,7 @@ __all__ = (
     "SessionAffinity",
     "conversation_key",
     "from_choice",
+    "pd_kv_aware",
+    "pd_policy",
     "policy_name",
 )
