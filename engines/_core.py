@@ -202,6 +202,9 @@ class EngineCore:
         trace = self.journal.trace(
             request.id, input_length=request.input_length, output_length=request.output_length
         )
+        if trace.input_length == 0:  # created by an event that did not carry the lengths
+            trace.input_length = request.input_length
+            trace.output_length = request.output_length
         return Seq(request, target, trace)
 
     def enqueue(self, s: Seq) -> None:

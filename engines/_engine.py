@@ -419,6 +419,8 @@ class Engine:
 
         Raises:
             InvalidRequestError: ``request_id`` is not committed to this decode engine.
+            EngineError: the reservation was cancelled (:meth:`cancel_reservation`) while
+                waiting.
         """
         done = self._reservations.get(request_id)
         if done is not None:
@@ -479,7 +481,12 @@ class Engine:
         self._reservations.pop(request_id, None)
         waiter = self._reservation_waiters.pop(request_id, None)
         if waiter is not None and not waiter.done():
-            waiter.cancel()
+            waiter.set_exception(
+                EngineError(
+                    f"the reservation of request {request_id!r} on engine {self.index} "
+                    "was cancelled"
+                )
+            )
         self._kick()
 
     # -- the coroutine -----------------------------------------------------------------------

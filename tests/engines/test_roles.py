@@ -11,6 +11,7 @@ from engines import (
     BlockKeyer,
     Engine,
     EngineConfig,
+    EngineError,
     EventKind,
     FixedTiming,
     InvalidRequestError,
@@ -286,3 +287,34 @@ def test_closed_decode_engine_waits_for_reserved_requests_to_arrive_and_finish()
 
     simclock.run(main())
     assert decode.journal.traces["a"].token_times_ns == [50 * MS, 60 * MS, 70 * MS]
+
+
+def test_cancelling_a_queued_reservation_fails_its_waiter() -> None:
+    _, decode = pair(num_blocks=10)
+    got: dict[str, str] = {}
+
+    async def wait_for(rid: str) -> None:
+        try:
+            await decode.reserved(rid)
+        except EngineError as error:
+            got[rid] = str(error)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        task = loop.create_task(decode.run())
+        for rid in ("a", "b"):
+            t = decode.offer(req(rid, 600, 3))
+            assert isinstance(t, Tentative)
+            decode.commit(t)
+        waiter = loop.create_task(wait_for("b"))
+        await decode.reserved("a")
+        await asyncio.sleep(0)
+        decode.cancel_reservation("b")  # still queued: a holds 10 of 10 blocks
+        await waiter
+        decode.cancel_reservation("a")
+        decode.close()
+        await task
+
+    simclock.run(main())
+    assert got == {"b": "the reservation of request 'b' on engine 1 was cancelled"}
+    assert decode.view.kv_blocks_used == 0
