@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engines._timing import LinearSample, fit_linear
+from engines import LinearSample, fit_linear
 
 # (prefill tokens N_p, decode entries B_d, KV positions K, measured ms), e.g. from engine logs.
 MEASURED = [

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from engines import PassShape
-from engines._catalog import gpu_spec, kv_bytes_per_token, model_arch
-from engines._timing_roofline import RooflineTiming
+from engines import PassShape, RooflineTiming, gpu_spec, kv_bytes_per_token, model_arch
 
 
 def one_request(scheduled: int, computed: int, *, sampled_before: int) -> PassShape:

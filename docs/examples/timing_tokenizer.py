@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engines._tokenizer import TokenizerStage
+from engines import TokenizerStage
 
 
 def main() -> None:

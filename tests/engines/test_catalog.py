@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from engines._catalog import (
+from engines import (
     GPUS,
     MODELS,
     GPUSpec,
     ModelArch,
+    TimingConfigError,
     gpu_spec,
     kv_bytes_per_token,
     model_arch,
 )
-from engines._timing import TimingConfigError
 
 
 @pytest.mark.parametrize(

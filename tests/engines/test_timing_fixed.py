@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 import simclock
-from engines import EngineError
-from engines._timing import FixedTiming, TimingConfigError
+from engines import EngineError, FixedTiming, TimingConfigError
 
 from .test_timing_shapes import shape
 

@@ -4,11 +4,17 @@ from __future__ import annotations
 
 import pytest
 
-from engines import EngineConfig, TimingModel
-from engines._catalog import gpu_spec, model_arch
-from engines._timing import FixedTiming, LinearTiming, PolynomialTiming
-from engines._timing_roofline import RooflineTiming
-from engines._timing_table import TableTiming
+from engines import (
+    EngineConfig,
+    FixedTiming,
+    LinearTiming,
+    PolynomialTiming,
+    RooflineTiming,
+    TableTiming,
+    TimingModel,
+    gpu_spec,
+    model_arch,
+)
 
 from .sim import MS, core, req, simulate
 from .test_timing_shapes import shape

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engines._timing import LinearSample, LinearTiming, TimingConfigError, fit_linear
+from engines import LinearSample, LinearTiming, TimingConfigError, fit_linear
 
 from .test_timing_shapes import shape
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engines._timing import PolynomialTiming, TimingConfigError
+from engines import PolynomialTiming, TimingConfigError
 
 from .test_timing_shapes import shape
 

@@ -7,11 +7,17 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engines import PassShape, TimingModel
-from engines._catalog import gpu_spec, model_arch
-from engines._timing import FixedTiming, LinearTiming, PolynomialTiming
-from engines._timing_roofline import RooflineTiming
-from engines._timing_table import TableTiming
+from engines import (
+    FixedTiming,
+    LinearTiming,
+    PassShape,
+    PolynomialTiming,
+    RooflineTiming,
+    TableTiming,
+    TimingModel,
+    gpu_spec,
+    model_arch,
+)
 
 from .test_timing_shapes import Entry, shape
 

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engines._catalog import GPUSpec, gpu_spec, model_arch
-from engines._timing import TimingConfigError
-from engines._timing_roofline import RooflineTiming
+from engines import GPUSpec, RooflineTiming, TimingConfigError, gpu_spec, model_arch
 
 from .test_timing_shapes import shape
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engines._timing import TimingConfigError
-from engines._timing_table import TableTiming
+from engines import TableTiming, TimingConfigError
 
 from .test_timing_shapes import shape
 

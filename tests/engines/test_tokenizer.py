@@ -7,8 +7,7 @@ import asyncio
 import pytest
 
 import simclock
-from engines._timing import TimingConfigError
-from engines._tokenizer import Tokenization, TokenizerPool, TokenizerStage
+from engines import TimingConfigError, Tokenization, TokenizerPool, TokenizerStage
 
 STAGE = TokenizerStage(workers=1, base_ms=5.0, per_input_token_us=500.0)  # 5 ms + 0.5 ms/token
 MS = 1_000_000
