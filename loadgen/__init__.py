@@ -54,6 +54,10 @@ from ._stats import LengthStats as LengthStats
 from ._stats import WorkloadStats as WorkloadStats
 from ._stats import nominal_release_ms as nominal_release_ms
 from ._stats import workload_stats as workload_stats
+from ._synthetic import EmpiricalLengths as EmpiricalLengths
+from ._synthetic import SyntheticSpec as SyntheticSpec
+from ._synthetic import generate_synthetic as generate_synthetic
+from ._synthetic import parse_synthetic as parse_synthetic
 from ._weka import read_weka as read_weka
 from ._workload import Play as Play
 from ._workload import SubagentGroup as SubagentGroup
@@ -70,6 +74,7 @@ __all__ = (
     "Dep",
     "Driver",
     "DriverReport",
+    "EmpiricalLengths",
     "Exponential",
     "Fixed",
     "FormatChoice",
@@ -90,6 +95,7 @@ __all__ = (
     "RequestOutcome",
     "Snapshot",
     "SubagentGroup",
+    "SyntheticSpec",
     "Tolerated",
     "TraceFormatError",
     "Uniform",
@@ -100,12 +106,14 @@ __all__ = (
     "as_hash_ids",
     "derive_lineage",
     "detect_format",
+    "generate_synthetic",
     "instance_requests",
     "lineage_from_json",
     "lineage_to_json",
     "nominal_release_ms",
     "parse_arrivals",
     "parse_distribution",
+    "parse_synthetic",
     "preparation_requests",
     "read_agentic",
     "read_azure",

@@ -1,0 +1,380 @@
+"""Synthetic workloads (REFERENCE-workloads §3): arrivals, lengths, prefix groups, sessions.
+
+Everything is drawn from four named child streams of the seed, in this order:
+``arrivals, lengths, prefix, think`` (§0). Generation runs session by session and each
+stream is consumed in session order, so asking for more sessions never changes the
+earlier ones.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+
+from ._distributions import (
+    ArrivalProcess,
+    Exponential,
+    Fixed,
+    LengthDistribution,
+    Uniform,
+    parse_arrivals,
+    parse_distribution,
+)
+from ._exceptions import WorkloadConfigError
+from ._intern import ContentInterner, Run, reblock
+from ._read import read_trace
+from ._request import ArrivalRule, Dep, Identity, Request
+from ._workload import Workload
+
+__all__ = ("EmpiricalLengths", "SyntheticSpec", "generate_synthetic", "parse_synthetic")
+
+STREAMS: tuple[str, ...] = ("arrivals", "lengths", "prefix", "think")
+_SCOPE = "syn"
+_INPUT = Fixed(512.0)
+_OUTPUT = Fixed(128.0)
+_ONE = Fixed(1.0)
+_ZERO = Fixed(0.0)
+
+
+@attrs.frozen
+class EmpiricalLengths:
+    """Lengths resampled from a trace: one request is picked, its input and output used
+    together (``rng.integers(0, n)``)."""
+
+    inputs: tuple[int, ...]
+    outputs: tuple[int, ...]
+
+    @classmethod
+    def from_workload(cls, workload: Workload) -> EmpiricalLengths:
+        """Take the lengths of every request of ``workload``."""
+        if not workload.requests:
+            raise WorkloadConfigError("lengths: the empirical trace has no requests")
+        return cls(
+            tuple(r.input_length for r in workload.requests),
+            tuple(r.output_length for r in workload.requests),
+        )
+
+    def draw(self, rng: np.random.Generator) -> tuple[int, int]:
+        """Pick one request; return its ``(input, output)``."""
+        i = int(rng.integers(0, len(self.inputs)))
+        return self.inputs[i], self.outputs[i]
+
+
+def _opt_int(name: str, value: object, minimum: int) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise WorkloadConfigError(f"{name}: must be an integer >= {minimum}, got {value!r}")
+    return value
+
+
+@attrs.frozen
+class SyntheticSpec:
+    """What to generate (§3). Parse one from a config table with :meth:`from_dict`.
+
+    Attributes:
+        count: sessions to generate (requests when every session has one turn).
+        arrivals: the arrival process of sessions (first turns).
+        input: prompt length of first turns.
+        output: output length of every turn.
+        lengths: resample ``(input, output)`` pairs from a trace instead of ``input`` /
+            ``output``.
+        input_min, input_max, output_min, output_max: clamps.
+        block_size: tokens per content id ``T``.
+        prefix_groups: ``G``, the number of shared-prefix groups (0: none).
+        shared_prefix_ratio: ``r``, the share of a first turn's blocks from its group.
+        turns: turns per session (fixed or uniform).
+        new_input: new tokens of each later turn (default: ``input``).
+        think_ms: think time before each later turn (fixed, uniform, exponential,
+            lognormal).
+    """
+
+    count: int
+    arrivals: ArrivalProcess
+    input: LengthDistribution = _INPUT
+    output: LengthDistribution = _OUTPUT
+    lengths: EmpiricalLengths | None = None
+    input_min: int = 1
+    input_max: int | None = None
+    output_min: int = 0
+    output_max: int | None = None
+    block_size: int = 64
+    prefix_groups: int = 0
+    shared_prefix_ratio: float = 0.0
+    turns: LengthDistribution = _ONE
+    new_input: LengthDistribution | None = None
+    think_ms: LengthDistribution = _ZERO
+
+    def __attrs_post_init__(self) -> None:
+        _opt_int("count", self.count, 1)
+        _opt_int("input_min", self.input_min, 1)
+        _opt_int("input_max", self.input_max, self.input_min)
+        _opt_int("output_min", self.output_min, 0)
+        _opt_int("output_max", self.output_max, self.output_min)
+        _opt_int("block_size", self.block_size, 1)
+        _opt_int("prefix_groups", self.prefix_groups, 0)
+        ratio = self.shared_prefix_ratio
+        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 0 <= ratio <= 1:
+            raise WorkloadConfigError(
+                f"shared_prefix_ratio: must be a number in [0, 1], got {ratio!r}"
+            )
+        if not isinstance(self.turns, (Fixed, Uniform)):
+            raise WorkloadConfigError("turns: must be fixed or uniform")
+        if isinstance(self.turns, Fixed) and (
+            self.turns.value < 1 or not float(self.turns.value).is_integer()
+        ):
+            raise WorkloadConfigError(f"turns: must be an integer >= 1, got {self.turns.value}")
+        if isinstance(self.turns, Uniform) and self.turns.low < 1:
+            raise WorkloadConfigError(f"turns: low must be >= 1, got {self.turns.low}")
+        for name in ("input", "output"):
+            if isinstance(getattr(self, name), Exponential):
+                raise WorkloadConfigError(f"{name}: must be fixed, uniform or lognormal")
+
+    @property
+    def sessions(self) -> bool:
+        """Whether requests are multi-turn sessions (ids ``syn:s<i>/<k>``)."""
+        return not (isinstance(self.turns, Fixed) and self.turns.value == 1)
+
+    @classmethod
+    def from_dict(cls, table: Mapping[str, Any], *, base: Path | None = None) -> SyntheticSpec:
+        """Build a spec from a ``[workload]`` table or parsed CLI options.
+
+        Distributions are strings like ``"lognormal(12035, 6909)"``, numbers (fixed) or
+        tables; ``lengths`` is ``{"trace": <path>, "format": "auto"}`` or a path string.
+
+        Args:
+            table: the options.
+            base: directory relative trace paths are resolved against.
+
+        Raises:
+            WorkloadConfigError: an unknown key or a bad value (``<key>: <problem>``).
+        """
+        known = {f.name for f in attrs.fields(cls)}
+        extra = sorted(set(table) - known)
+        if extra:
+            raise WorkloadConfigError(f"{extra[0]}: unknown synthetic option")
+        if "count" not in table:
+            raise WorkloadConfigError("count: required")
+        if "arrivals" not in table:
+            raise WorkloadConfigError("arrivals: required")
+        values: dict[str, Any] = dict(table)
+        values["arrivals"] = parse_arrivals(table["arrivals"])
+        for name in ("input", "output", "turns", "new_input"):
+            if table.get(name) is not None:
+                values[name] = parse_distribution(table[name], option=name)
+        if table.get("think_ms") is not None:
+            values["think_ms"] = parse_distribution(
+                table["think_ms"], option="think_ms", allow_exponential=True
+            )
+        if table.get("lengths") is not None:
+            values["lengths"] = _empirical(table["lengths"], base)
+        return cls(**values)
+
+
+def _empirical(spec: object, base: Path | None) -> EmpiricalLengths:
+    if isinstance(spec, EmpiricalLengths):
+        return spec
+    options: dict[str, Any]
+    if isinstance(spec, str):
+        path, options = spec, {}
+    elif isinstance(spec, Mapping) and isinstance(spec.get("trace"), str):
+        path = spec["trace"]
+        options = {k: v for k, v in spec.items() if k != "trace"}
+    else:
+        raise WorkloadConfigError(
+            f"lengths: expected a trace path or {{trace = <path>}}, got {spec!r}"
+        )
+    where = Path(path) if base is None or Path(path).is_absolute() else base / path
+    if not where.exists():
+        raise WorkloadConfigError(f"lengths: no such trace {str(where)!r}")
+    return EmpiricalLengths.from_workload(read_trace(where, **options))
+
+
+def parse_synthetic(text: str) -> SyntheticSpec:
+    """Parse the CLI form ``key=value`` pairs separated by spaces or semicolons.
+
+    Example: ``"count=1000 arrivals=poisson(5) input=lognormal(12035,6909) output=300"``.
+
+    Raises:
+        WorkloadConfigError: a malformed pair or a bad value.
+    """
+    table: dict[str, Any] = {}
+    depth = 0
+    current = ""
+    parts: list[str] = []
+    for char in text:
+        if char == "(":
+            depth += 1
+        elif char == ")":
+            depth -= 1
+        if depth == 0 and char in " ;\t\n":
+            if current:
+                parts.append(current)
+            current = ""
+            continue
+        current += char
+    if current:
+        parts.append(current)
+    for part in parts:
+        key, sep, value = part.partition("=")
+        if not sep or not key:
+            raise WorkloadConfigError(f"synthetic: expected key=value, got {part!r}")
+        table[key.strip()] = _scalar(value.strip())
+    return SyntheticSpec.from_dict(table)
+
+
+def _scalar(text: str) -> Any:
+    try:
+        number = float(text)
+    except ValueError:
+        return text
+    if math.isfinite(number) and number.is_integer() and "." not in text and "e" not in text:
+        return int(number)
+    return number
+
+
+def _clamp(value: float, low: int, high: int | None) -> int:
+    out = max(low, int(value))
+    return out if high is None else min(out, high)
+
+
+def generate_synthetic(
+    spec: SyntheticSpec,
+    *,
+    seed: int | np.random.SeedSequence,
+    interner: ContentInterner | None = None,
+) -> Workload:
+    """Generate a synthetic workload (§3).
+
+    Args:
+        spec: what to generate.
+        seed: the run seed (or a SeedSequence); streams ``arrivals, lengths, prefix,
+            think`` are its first four children.
+        interner: the run's content interner (default: a fresh one).
+
+    Returns:
+        The workload, session by session (``syn:<i>``, or ``syn:s<i>/<k>`` in sessions).
+    """
+    sequence = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    arrivals_rng, lengths_rng, prefix_rng, think_rng = (
+        np.random.default_rng(s) for s in sequence.spawn(len(STREAMS))
+    )
+    ids = interner if interner is not None else ContentInterner()
+    block = spec.block_size
+    requests: list[Request] = []
+    at_ms = 0.0
+    for i in range(spec.count):
+        if i:
+            at_ms += float(spec.arrivals.gaps_ms(arrivals_rng, 1)[0])
+        turns = int(spec.turns.draw(lengths_rng))
+        prompt, output = _first_lengths(spec, lengths_rng)
+        base = f"syn:s{i}" if spec.sessions else f"syn:{i}"
+        first_id = f"{base}/0" if spec.sessions else base
+        runs, first_content = _first_runs(spec, first_id, prompt, prefix_rng, ids)
+        previous: Request | None = None
+        for k in range(turns):
+            request_id = first_id if k == 0 else f"{base}/{k}"
+            if k == 0:
+                content = np.asarray(first_content, dtype=np.int64)
+                arrival = ArrivalRule(not_before_ms=round(at_ms, 6))
+            else:
+                prev = previous
+                if prev is None:  # pragma: no cover - k > 0 always has a previous turn
+                    raise WorkloadConfigError("turns: internal order")
+                new, output = _later_lengths(spec, lengths_rng)
+                think = float(spec.think_ms.draw(think_rng))
+                runs = [
+                    *runs,
+                    Run(("out", prev.id), prev.output_length),
+                    *_fresh(request_id, new, block, ids)[0],
+                ]
+                runs = [r for r in runs if r.tokens > 0]
+                prompt = prev.input_length + prev.output_length + new
+                content = reblock(runs, block, ids, _SCOPE)
+                arrival = ArrivalRule(
+                    not_before_ms=None,
+                    after=(Dep(prev.id, "completion", max(0.0, think)),),
+                )
+            request = Request(
+                id=request_id,
+                input_length=prompt,
+                output_length=output,
+                block_size=block,
+                hash_ids=content,
+                arrival=arrival,
+                identity=Identity(conversation_id=base, turn_index=k)
+                if spec.sessions
+                else Identity(),
+            )
+            requests.append(request)
+            previous = request
+    return Workload(requests=tuple(requests), source="syn", format="synthetic")
+
+
+def _first_lengths(spec: SyntheticSpec, rng: np.random.Generator) -> tuple[int, int]:
+    if spec.lengths is not None:
+        prompt, output = spec.lengths.draw(rng)
+    else:
+        prompt, output = int(spec.input.draw(rng)), int(spec.output.draw(rng))
+    return (
+        _clamp(prompt, spec.input_min, spec.input_max),
+        _clamp(output, spec.output_min, spec.output_max),
+    )
+
+
+def _later_lengths(spec: SyntheticSpec, rng: np.random.Generator) -> tuple[int, int]:
+    if spec.new_input is None and spec.lengths is not None:
+        new, output = spec.lengths.draw(rng)
+    else:
+        new = int((spec.new_input or spec.input).draw(rng))
+        output = int(spec.output.draw(rng)) if spec.lengths is None else spec.lengths.draw(rng)[1]
+    return (
+        _clamp(new, spec.input_min, spec.input_max),
+        _clamp(output, spec.output_min, spec.output_max),
+    )
+
+
+def _first_runs(
+    spec: SyntheticSpec,
+    request_id: str,
+    prompt: int,
+    rng: np.random.Generator,
+    ids: ContentInterner,
+) -> tuple[list[Run], list[int]]:
+    """A first turn's prompt as runs (group blocks, then fresh blocks) and their ids."""
+    block = spec.block_size
+    shared = 0
+    group = 0
+    if spec.prefix_groups > 0:
+        group = int(rng.integers(0, spec.prefix_groups))
+        need = -(-prompt // block)
+        shared = min(math.floor(spec.shared_prefix_ratio * need + 0.5), prompt // block)
+    runs: list[Run] = []
+    content: list[int] = []
+    for j in range(shared):
+        content_id = ids.intern(_SCOPE, ("grp", group, j))
+        runs.append(Run(content_id, block, content_id))
+        content.append(content_id)
+    fresh, fresh_ids = _fresh(request_id, prompt - shared * block, block, ids)
+    return [*runs, *fresh], [*content, *fresh_ids]
+
+
+def _fresh(
+    request_id: str, tokens: int, block: int, ids: ContentInterner
+) -> tuple[list[Run], list[int]]:
+    runs: list[Run] = []
+    content: list[int] = []
+    j = 0
+    while tokens > 0:
+        size = min(block, tokens)
+        content_id = ids.intern(_SCOPE, ("u", request_id, j))
+        runs.append(Run(content_id, size, content_id if size == block else None))
+        content.append(content_id)
+        tokens -= size
+        j += 1
+    return runs, content
