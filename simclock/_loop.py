@@ -190,7 +190,8 @@ def _wake(future: asyncio.Future[None]) -> None:
         future.set_result(None)
 
 
-_COMPLETERS = (_wake, futures._set_result_unless_cancelled)  # type: ignore[attr-defined]
+_set_result_unless_cancelled = futures._set_result_unless_cancelled  # type: ignore[attr-defined]
+_COMPLETERS = (_wake, _set_result_unless_cancelled)
 """Timer callbacks that only complete a future; they fire as soon as they come due."""
 
 
@@ -288,6 +289,13 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         # A C-level callable instead of a Python method: asyncio.sleep and every queue
         # and lock call it, and the loop's cost per event is what the benchmark measures.
         self.create_future = functools.partial(asyncio.Future, loop=self)  # type: ignore[method-assign]
+
+    def set_debug(self, enabled: bool) -> None:
+        """Turn asyncio debug mode on or off (as :meth:`asyncio.BaseEventLoop.set_debug`)."""
+        super().set_debug(enabled)
+        # Every Future and Task asks the loop get_debug() when it is created; a C-level
+        # callable answers without a Python frame.
+        self.get_debug = itertools.repeat(bool(enabled)).__next__  # type: ignore[method-assign]
 
     # ------------------------------------------------------------------ the clock
 
@@ -583,7 +591,8 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         popleft = ready.popleft
         append = ready.append
         heappop = heapq.heappop
-        completers = _COMPLETERS
+        set_unless_cancelled = _set_result_unless_cancelled
+        wake = _wake
         budget = self._livelock_budget
         ntodo = self._batch_left
         self._batch_left = 0
@@ -599,15 +608,22 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
                             continue
                         timer._scheduled = False
                         fired += 1
-                        if timer._callback in completers:
-                            # A timer that only completes a future fires as it comes due.
+                        callback = timer._callback
+                        if callback is set_unless_cancelled:
+                            # A timer that only completes a future fires as it comes due;
+                            # this is futures._set_result_unless_cancelled, inlined.
                             self._events += 1
-                            try:
-                                timer._callback(*timer._args)
-                            except (SystemExit, KeyboardInterrupt):
-                                raise
-                            except BaseException as exc:
-                                self._report_callback_error(timer, exc)
+                            future = timer._args[0]
+                            if not future.cancelled():
+                                try:
+                                    future.set_result(timer._args[1])
+                                except BaseException as exc:
+                                    self._report_callback_error(timer, exc)
+                        elif callback is wake:
+                            self._events += 1  # _wake, inlined
+                            future = timer._args[0]
+                            if not future.done():
+                                future.set_result(None)
                         else:
                             append(timer)
                     self._timers_fired += fired
