@@ -198,14 +198,16 @@ def test_a_session_stepped_on_a_real_trace_matches_run(tmp_path: Path, shared_da
     assert output_bytes(got, tmp_path / "session") == output_bytes(expected, tmp_path / "run")
 
 
-def test_only_the_lifecycle_counts_depend_on_keeping_events(tmp_path: Path) -> None:
-    expected = run(preemption_workload(), topology=ONE_ENGINE, policy=RoundRobin())
-    s = session()
-    s.run_until(time_s=1.0)
-    got = output_bytes(s.run(), tmp_path / "session")
-    want = output_bytes(expected, tmp_path / "run")
-    assert got["requests.jsonl"] == want["requests.jsonl"]
-    assert got["config.json"] == want["config.json"]
+def test_a_session_with_history_off_or_on_matches_a_plain_run(tmp_path: Path) -> None:
+    want = output_bytes(
+        run(preemption_workload(), topology=ONE_ENGINE, policy=RoundRobin()), tmp_path / "run"
+    )
+    watched = session()
+    watched.run_until(time_s=1.0)
+    assert output_bytes(watched.run(), tmp_path / "watched") == want
+    quiet = session(history=False)
+    quiet.run_until(time_s=1.0)
+    assert output_bytes(quiet.run(), tmp_path / "quiet") == want
 
 
 @pytest.mark.asyncio

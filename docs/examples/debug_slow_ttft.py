@@ -1,0 +1,80 @@
+"""Why did one request have a slow TTFT? Find it, step to it, look at the queues, see it preempted.
+
+The workload is the first 100 requests of the Mooncake conversation trace (the bundled
+sample holds its first 200 rows), replayed on two small aggregated engines.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import json
+import tempfile
+from pathlib import Path
+
+import replay
+from engines import EngineConfig, FixedTiming
+from loadgen import read_trace
+from policies import KVAware
+from replay import TimelineFilter, TimelineRecorder
+from replay._session import ReplaySession  # replay.ReplaySession once re-exported
+
+TOPOLOGY = replay.Aggregated(
+    workers=2,
+    engine=EngineConfig(num_blocks=1024),  # 65,536 KV token slots per engine
+    timing=FixedTiming(prefill_ms=50.0, decode_ms=10.0),
+)
+
+
+def main() -> None:
+    sample = importlib.resources.files("replay").joinpath("data", "mooncake_sample.jsonl")
+    with tempfile.TemporaryDirectory() as tmp:
+        trace = Path(tmp) / "mooncake.jsonl"
+        trace.write_text("".join(sample.read_text().splitlines(keepends=True)[:100]))
+        workload = read_trace(trace, source="mooncake")
+
+        # 1. Replay once; pick the slow first token that was preempted the most.
+        result = replay.run(workload, topology=TOPOLOGY, policy=KVAware(), seed=0)
+        ttft = result.summary.ttft_ms
+        print(f"TTFT p50 {ttft.p50:.0f} ms, p90 {ttft.p90:.0f} ms, max {ttft.max:.0f} ms")
+        done = [r for r in result.requests if r.status == "completed"]
+        worst = max(done, key=lambda r: (r.num_preemptions, r.ttft_ms or 0.0))
+        print(
+            f"{worst.request_id}: TTFT {worst.ttft_ms:.0f} ms, queued "
+            f"{worst.queueing_delay_ms:.0f} ms, {worst.num_preemptions} preemptions, "
+            f"prompt {worst.input_length} tokens"
+        )
+        rid = worst.request_id
+
+        # 2. Build the same replay without running it; step to the request's engine arrival.
+        with ReplaySession.build(workload, topology=TOPOLOGY, policy=KVAware(), seed=0) as s:
+            recorder = TimelineRecorder(views=[e.view for e in s.engines])
+            s.journal.subscribe(recorder.on_event)  # records the timeline as the run goes
+            print(s.run_until_request(rid, "queued"))
+            print(s.engine(0).describe())
+
+            # 3. Break on its preemptions and look at the engine the first time.
+            s.break_on_request(rid, "preempted")
+            print(s.resume())
+            print(s.engine(0).describe())
+
+            # 4. Run on to its first token, through the other preemptions.
+            while (stop := s.run_until_request(rid, "first_token")).reason == "breakpoint":
+                print(f"preempted again at {stop.now_ns / 1e9:.2f} s")
+            print(stop)
+            print(s.request(rid).describe())
+            s.run()  # to the end: the same report as replay.run gave
+
+        # 5. A timeline of that request only, from its arrival to its first token.
+        window = TimelineFilter(start_ns=3_000_000_000, end_ns=11_540_000_000, request_ids=[rid])
+        timeline = recorder.timeline(window)
+        path = Path(tmp) / "timeline.json"
+        timeline.write(path)
+        events = json.loads(path.read_bytes())["traceEvents"]
+        spans = [e for e in events if e["ph"] == "b"]
+        print(f"{len(events)} trace events; phases of {rid}:")
+        for e in spans:
+            print(f"  {e['ts'] / 1e6:7.3f} s  {e['name']}")
+
+
+if __name__ == "__main__":
+    main()
