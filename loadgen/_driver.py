@@ -266,6 +266,7 @@ class Driver:
     _outside: list[RequestOutcome] = attrs.field(factory=list, init=False)
     _history: list[str] = attrs.field(factory=list, init=False)
     _in_grace: bool = attrs.field(default=False, init=False)
+    _idle_since_ns: int = attrs.field(default=0, init=False)
 
     def __attrs_post_init__(self) -> None:
         mode = self.mode
@@ -333,6 +334,8 @@ class Driver:
         now = simclock.now_ns()
         settled = status if status in ("completed", "cancelled") else "rejected"
         self._in_flight -= 1
+        if self._in_flight == 0:
+            self._idle_since_ns = now
         if unit.play is not None:
             unit.play.in_flight -= 1
             if unit.play.in_flight == 0:
@@ -384,6 +387,8 @@ class Driver:
             ):
                 self._close(now)
                 break
+            if self.mode.profile is not None:
+                self._apply_idle_caps(now)
             wake_at = self._next_wake_ns()
             self._waker = loop.create_future()
             if wake_at is None:
@@ -553,7 +558,9 @@ class Driver:
         requests = [self.workload.requests[i] for i in play.request_indices]
         renamed = instance_requests(requests, play, k, lane, base)
         instance_id = f"{play.id}#{k}"
-        run = _PlayRun(instance_id=instance_id, play_id=play.id, lane=lane, origin_ns=now)
+        run = _PlayRun(
+            instance_id=instance_id, play_id=play.id, lane=lane, origin_ns=now, idle_since_ns=now
+        )
         self._plays.append(run)
         if snapshot_seed is None:
             units = [self._add(r, (lane, n), now, run, None) for n, r in enumerate(renamed)]
@@ -749,6 +756,50 @@ class Driver:
 
     def _all_units_settled(self) -> bool:
         return all(u.status is not None or u.released_ns is not None for u in self._units.values())
+
+    # -- profile idle caps -----------------------------------------------------------------
+
+    def _apply_idle_caps(self, now: int) -> None:
+        """Move the pending timers of idle plays (and of an idle run) earlier (§5.7)."""
+        profile = self.mode.profile
+        if profile is None or not self._heap or self._in_grace:
+            return
+        tree_cap = round(profile.tree_idle_cap_s * 1e9)
+        global_cap = round(profile.global_idle_cap_s * 1e9)
+        moved = False
+        earliest: dict[int, tuple[int, _PlayRun]] = {}
+        for due, _, _, unit in self._heap:
+            play = unit.play
+            if play is None or play.in_flight or play.idle_since_ns is None:
+                continue
+            key = self._plays.index(play)
+            if key not in earliest or due < earliest[key][0]:
+                earliest[key] = (due, play)
+        for key in sorted(earliest):
+            due, play = earliest[key]
+            idle = play.idle_since_ns or 0
+            excess = due - (idle + tree_cap)
+            if excess > 0:
+                moved |= self._shift(play, excess, idle + tree_cap, play.instance_id)
+        if self._in_flight == 0:
+            due = min(item[0] for item in self._heap)
+            excess = due - (self._idle_since_ns + global_cap)
+            if excess > 0:
+                moved |= self._shift(None, excess, self._idle_since_ns + global_cap, "global")
+        if moved:
+            heapq.heapify(self._heap)
+
+    def _shift(self, play: _PlayRun | None, excess: int, at_ns: int, scope: str) -> bool:
+        """Move the timers of ``play`` (every timer when None) ``excess`` ns earlier."""
+        count = 0
+        for index, (due, order, seq, unit) in enumerate(self._heap):
+            if play is None or unit.play is play:
+                self._heap[index] = (due - excess, order, seq, unit)
+                count += 1
+        self._idle_shifts.append(
+            IdleShift(time_ns=at_ns, scope=scope, shift_ns=excess, timers=count)
+        )
+        return count > 0
 
     # -- warm-up barrier -----------------------------------------------------------------
 

@@ -232,3 +232,36 @@ def _now_ms() -> float:
     import simclock
 
     return simclock.now_ns() / 1e6
+
+
+def test_global_idle_cap_moves_timers_when_nothing_is_in_flight(tmp_path: Path) -> None:
+    a = _play([_call(0, 1), _call(10, 1), _call(20, 1), _call(500, 1)], "A")
+    profile = loadgen.Profile(duration_s=12.0)
+    mode = LoadMode(lanes=1, snapshots=True, snapshot_seed=42, profile=profile)
+    run = FakeRun(_corpus(tmp_path, a), mode=mode, service_ms=lambda r: 1.0)
+    report = run.run()
+    # The live call's floor is 500000 - t* (t* = 354186.08 ms): 145813.92 ms, far beyond the
+    # global cap of 10 s with nothing in flight, so it moves to 10 s. The lane then restarts
+    # the play from turn zero (A#1) until the cutoff at 12 s.
+    assert run.released == {"ex:A#0/main/3": 10000.0, "ex:A#1/main/0": 10001.0}
+    assert [p.outcome for p in report.plays] == ["completed", "incomplete"]
+    shift = report.idle_shifts[0]
+    assert (shift.time_ns, shift.scope, shift.timers) == (10_000_000_000, "global", 1)
+    assert shift.shift_ns == pytest.approx(135_813_920_000, abs=1_000_000)
+
+
+def test_tree_idle_cap_moves_one_idle_play_while_another_works(tmp_path: Path) -> None:
+    a = _play([_call(0, 1), _call(10, 1), _call(20, 1), _call(500, 1)], "A")
+    b = _play([_call(float(t), 1) for t in range(0, 600)], "B")
+    mode = LoadMode(
+        lanes=2,
+        snapshots=True,
+        snapshot_seed=42,
+        profile=loadgen.Profile(duration_s=200.0, tree_idle_cap_s=60.0),
+    )
+    run = FakeRun(_corpus(tmp_path, a, b), mode=mode, service_ms=lambda r: 900.0)
+    report = run.run()
+    assert run.released["ex:A#0/main/3"] == 60000.0
+    scopes = [s.scope for s in report.idle_shifts]
+    assert scopes[0] == "ex:A#0"
+    assert "global" not in scopes
