@@ -34,7 +34,7 @@ from engines import (
     Journal,
     LifecycleEvent,
 )
-from loadgen import Dep, Request, Workload
+from loadgen import Driver, DriverReport, LoadMode, Request, Workload
 from policies import Policy, PolicyRuntime, policy_name
 
 from ._exceptions import ReplayFailedError, WorkloadValidationError
@@ -105,145 +105,15 @@ class TokenizerStageLike(Protocol):
         ...
 
 
-class Releaser(Protocol):
-    """The release driver as the runner sees it (the seam to ``loadgen``'s driver)."""
-
-    @property
-    def finished(self) -> bool:
-        """Whether every request was released or can never be."""
-        ...
-
-    def start(self) -> None:
-        """Start releasing (inside the running loop)."""
-        ...
-
-    def on_terminal(self, request_id: str, status: str) -> None:
-        """A released request reached a terminal state."""
-        ...
-
-    def stop(self) -> None:
-        """Release nothing more."""
-        ...
-
-
-@attrs.define(eq=False)
-class _TimestampReleaser:
-    """Releases requests by their arrival rules (REFERENCE-workloads §1.1, speedup 1).
-
-    Roots at ``not_before_ms``; a dependent when every dependency has completed (or started)
-    plus its delay, and no earlier than its ``not_before_ms``. A dependent whose dependency
-    ends other than ``completed`` is never released. Requests due at the same instant are
-    released in workload order.
-    """
-
-    requests: tuple[Request, ...]
-    submit: Callable[[Request], None]
-    _positions: dict[str, int] = attrs.field(factory=dict, init=False)
-    _waiting_on: dict[str, int] = attrs.field(factory=dict, init=False)
-    _dependents: dict[str, list[tuple[int, Dep]]] = attrs.field(factory=dict, init=False)
-    _due_ns: dict[int, int] = attrs.field(factory=dict, init=False)
-    _unresolved: int = attrs.field(default=0, init=False)
-    _batch: list[int] = attrs.field(factory=list, init=False)
-    _tasks: list[asyncio.Task[None]] = attrs.field(factory=list, init=False)
-    _stopped: bool = attrs.field(default=False, init=False)
-
-    def __attrs_post_init__(self) -> None:
-        for position, request in enumerate(self.requests):
-            self._positions[request.id] = position
-            for dep in request.arrival.after:
-                self._dependents.setdefault(dep.request_id, []).append((position, dep))
-            if request.arrival.after:
-                self._waiting_on[request.id] = len(request.arrival.after)
-        self._unresolved = len(self.requests)
-
-    @property
-    def finished(self) -> bool:
-        return self._unresolved == 0
-
-    def start(self) -> None:
-        roots = sorted(
-            (_ms_to_ns(r.arrival_ms), position)
-            for position, r in enumerate(self.requests)
-            if not r.arrival.after
-        )
-        if roots:
-            task = asyncio.get_running_loop().create_task(self._release_roots(roots), name="driver")
-            self._tasks.append(task)
-
-    async def _release_roots(self, roots: list[tuple[int, int]]) -> None:
-        for when_ns, position in roots:
-            if when_ns > simclock.now_ns():
-                await simclock.sleep_until_ns(when_ns, waiter="replay:driver")
-            self._due(position)
-
-    def _due(self, position: int) -> None:
-        if not self._batch:
-            asyncio.get_running_loop().call_soon(self._flush)
-        self._batch.append(position)
-
-    def _flush(self) -> None:
-        batch = sorted(self._batch)
-        self._batch.clear()
-        for position in batch:
-            if self._stopped:
-                return
-            request = self.requests[position]
-            self._unresolved -= 1
-            self._event(request.id, "start", simclock.now_ns())
-            self.submit(request)
-
-    def on_terminal(self, request_id: str, status: str) -> None:
-        if status == "completed":
-            self._event(request_id, "completion", simclock.now_ns())
-        else:
-            self._skip(request_id)
-
-    def _event(self, request_id: str, on: str, at_ns: int) -> None:
-        for position, dep in self._dependents.get(request_id, ()):
-            if dep.on != on:
-                continue
-            request = self.requests[position]
-            due = at_ns + _ms_to_ns(dep.delay_ms)
-            self._due_ns[position] = max(self._due_ns.get(position, 0), due)
-            left = self._waiting_on[request.id] - 1
-            self._waiting_on[request.id] = left
-            if left == 0:
-                when = self._due_ns.pop(position)
-                if request.arrival.not_before_ms is not None:
-                    when = max(when, _ms_to_ns(request.arrival.not_before_ms))
-                self._later(when, position)
-
-    def _skip(self, request_id: str) -> None:
-        stack = [request_id]
-        while stack:
-            rid = stack.pop()
-            for position, _ in self._dependents.get(rid, ()):
-                dependent = self.requests[position].id
-                if self._waiting_on.get(dependent, 0) > 0:
-                    self._waiting_on[dependent] = -1
-                    self._unresolved -= 1
-                    stack.append(dependent)
-
-    def _later(self, when_ns: int, position: int) -> None:
-        if when_ns <= simclock.now_ns():
-            self._due(position)
-            return
-
-        async def wait() -> None:
-            await simclock.sleep_until_ns(when_ns, waiter="replay:driver")
-            self._due(position)
-
-        task = asyncio.get_running_loop().create_task(wait(), name="driver:dependent")
-        self._tasks.append(task)
-
-    def stop(self) -> None:
-        self._stopped = True
-        for task in self._tasks:
-            task.cancel()
-
-
-def _ms_to_ns(ms: float) -> int:
-    return round(ms * 1_000_000)
+def _jsonable(value: object) -> object:
+    """``value`` with tuples as lists and anything not JSON-like as its repr."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    return repr(value)
 
 
 def _check_seed(seed: object) -> int:
@@ -263,18 +133,26 @@ class _Run:
     tokenizer: TokenizerStageLike | None
     cutoff_ns: int | None
     keep_events: bool
+    seed: int = attrs.field(default=0, kw_only=True)
+    load: LoadMode = attrs.field(factory=LoadMode, kw_only=True)
     journal: RunJournal = attrs.field(init=False)
     engines: tuple[Engine, ...] = attrs.field(init=False)
     runtime: PolicyRuntime = attrs.field(init=False)
-    releaser: Releaser = attrs.field(init=False)
+    driver: Driver = attrs.field(init=False)
+    driver_report: DriverReport | None = attrs.field(default=None, init=False)
     stop_reason: StopReason | None = attrs.field(default=None, init=False)
     engine_failure: BaseException | None = attrs.field(default=None, init=False)
+    driver_failure: BaseException | None = attrs.field(default=None, init=False)
     _pool: _TokenizerPool | None = attrs.field(default=None, init=False)
     _terminal: set[str] = attrs.field(factory=set, init=False)
     _released: int = attrs.field(default=0, init=False)
     _done: asyncio.Future[None] | None = attrs.field(default=None, init=False)
     _engine_tasks: list[asyncio.Task[None]] = attrs.field(factory=list, init=False)
-    _side_tasks: list[asyncio.Task[None]] = attrs.field(factory=list, init=False)
+    _side_tasks: list[asyncio.Task[Any]] = attrs.field(factory=list, init=False)
+
+    def __attrs_post_init__(self) -> None:
+        if self.cutoff_ns is not None and self.load.max_virtual_time_s is None:
+            self.load = attrs.evolve(self.load, max_virtual_time_s=self.cutoff_ns / 1e9)
 
     def build(self) -> None:
         self.journal = RunJournal(keep_events=self.keep_events, on_terminal=self._on_terminal)
@@ -302,7 +180,17 @@ class _Run:
                 policy_rng,
                 on_poison=self._on_poison,
             )
-        self.releaser = _TimestampReleaser(self.prepared.requests, submit=self._release)
+        workload = self.prepared.workload
+        if self.prepared.requests != workload.requests:
+            workload = attrs.evolve(workload, requests=self.prepared.requests)
+        self.driver = Driver(
+            workload,
+            self._release,
+            mode=self.load,
+            rng=np.random.default_rng(self.seeds[SEED_STREAMS.index("driver")]),
+            seed=self.seed,
+            quiescent=self._engines_idle,
+        )
         if self.tokenizer is not None and self.tokenizer.enabled:
             self._pool = self.tokenizer.pool()
 
@@ -314,12 +202,32 @@ class _Run:
             task.add_done_callback(self._engine_done)
             self._engine_tasks.append(task)
         self.runtime.start()
-        self.releaser.start()
-        if self.cutoff_ns is not None:
-            self._side_tasks.append(loop.create_task(self._cutoff(self.cutoff_ns), name="cutoff"))
-        self._check_done()
+        driver = loop.create_task(self.driver.run(), name="driver")
+        driver.add_done_callback(self._driver_done)
+        self._side_tasks.append(driver)
+        deadline = self.driver.deadline_ns
+        if deadline is not None:
+            self._side_tasks.append(loop.create_task(self._cutoff(deadline), name="cutoff"))
         await self._done
         await self._shutdown()
+
+    def _engines_idle(self) -> bool:
+        return all(
+            e.view.waiting_count == 0 and e.view.running_count == 0 and e.view.pending_offers == 0
+            for e in self.engines
+        )
+
+    def _driver_done(self, task: asyncio.Task[DriverReport]) -> None:
+        if task.cancelled():
+            return
+        error = task.exception()
+        if error is not None:
+            if self.driver_failure is None:
+                self.driver_failure = error
+            self._finish("failed")
+            return
+        self.driver_report = task.result()
+        self._check_done()
 
     # -- release path -------------------------------------------------------------------------
 
@@ -370,11 +278,11 @@ class _Run:
         self._terminal.add(rid)
         trace = self.journal.traces[rid]
         self.runtime.request_terminal(trace)
-        self.releaser.on_terminal(rid, trace.terminal_status or "failed")
+        self.driver.on_terminal(rid, trace.terminal_status or "failed")
         self._check_done()
 
     def _check_done(self) -> None:
-        if self.releaser.finished and len(self._terminal) == self._released:
+        if self.driver.finished and len(self._terminal) == self._released:
             self._finish("done")
 
     def _finish(self, reason: StopReason) -> None:
@@ -420,9 +328,10 @@ class _Run:
     # -- shutdown -----------------------------------------------------------------------------
 
     async def _shutdown(self) -> None:
-        self.releaser.stop()
+        self.driver.stop()
         for task in self._side_tasks:
-            task.cancel()
+            if task.get_name() != "driver":
+                task.cancel()
         self.runtime.close()
         await self.runtime.shutdown()
         drain = self.stop_reason in ("done", "failed", "quiescent") and self.engine_failure is None
@@ -471,6 +380,7 @@ def run(
     seed: int = 0,
     slo: SLO | None = None,
     tokenizer: TokenizerStageLike | None = None,
+    load: LoadMode | None = None,
     max_virtual_time_s: float | None = None,
     keep_events: bool = False,
     config: Mapping[str, object] | None = None,
@@ -489,8 +399,12 @@ def run(
         seed: the run seed (int >= 0).
         slo: service-level objectives for goodput.
         tokenizer: an optional frontend tokenization stage (REFERENCE-engine §7).
-        max_virtual_time_s: stop releasing after this virtual time; requests in flight end
-            ``incomplete`` and later ones ``never_issued``.
+        load: how the workload is released (``loadgen.LoadMode``: speedup, closed-loop
+            concurrency, rate override, stop rules, lanes, snapshots, warm-up, profile);
+            default: at the trace's timestamps.
+        max_virtual_time_s: stop the run at this virtual time (shorthand for
+            ``load.max_virtual_time_s``): requests in flight end ``incomplete`` and later ones
+            ``never_issued``.
         keep_events: keep every lifecycle event in the journal (slower; for timelines).
         config: extra configuration to echo in the report (e.g. the CLI's resolved config).
 
@@ -504,33 +418,42 @@ def run(
             ``__cause__`` is the failure.
     """
     seed = _check_seed(seed)
-    cutoff_ns: int | None = None
+    load = LoadMode() if load is None else load
     if max_virtual_time_s is not None:
-        if not math.isfinite(max_virtual_time_s) or max_virtual_time_s <= 0:
+        if (
+            isinstance(max_virtual_time_s, bool)
+            or not isinstance(max_virtual_time_s, int | float)
+            or not math.isfinite(max_virtual_time_s)
+            or max_virtual_time_s <= 0
+        ):
             raise WorkloadValidationError(
                 f"max_virtual_time_s: must be finite and > 0, got {max_virtual_time_s!r}"
             )
-        cutoff_ns = round(max_virtual_time_s * 1_000_000_000)
+        load = attrs.evolve(load, max_virtual_time_s=max_virtual_time_s)
     prepared = prepare(workload, engine_block_size=topology.block_size)
     seeds = tuple(np.random.SeedSequence(seed).spawn(len(SEED_STREAMS)))
-    replay = _Run(prepared, topology, policy, seeds, tokenizer, cutoff_ns, keep_events)
+    replay = _Run(
+        prepared, topology, policy, seeds, tokenizer, None, keep_events, seed=seed, load=load
+    )
     wall_start = time.perf_counter()
     now_ns, events = _run_loop(replay)
     wall_s = time.perf_counter() - wall_start
 
-    failure = replay.runtime.failure or replay.engine_failure
+    failure = replay.runtime.failure or replay.engine_failure or replay.driver_failure
     echo: dict[str, Any] = {
         "seed": seed,
         "policy": policy_name(policy),
         "topology": dict(topology.describe()),
         "tokenizer": None if tokenizer is None else attrs.asdict(cast(Any, tokenizer)),
-        "max_virtual_time_s": max_virtual_time_s,
+        "max_virtual_time_s": load.max_virtual_time_s,
         "workload": {
             "source": workload.source,
             "format": workload.format,
             "requests": len(workload.requests),
         },
     }
+    if attrs.evolve(load, max_virtual_time_s=None) != LoadMode():
+        echo["load"] = _jsonable(attrs.asdict(load))
     if config:
         echo["config"] = dict(config)
     meta = RunMeta(

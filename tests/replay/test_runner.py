@@ -225,3 +225,14 @@ def test_results_do_not_depend_on_the_hash_seed() -> None:
         outputs.append(done.stdout)
     assert outputs[0] == outputs[1]
     assert len(json.loads(outputs[0])) == 3
+
+
+def test_the_load_mode_drives_releases() -> None:
+    from loadgen import LoadMode
+
+    requests = [req("a", output=1), req("b", output=1, at_ms=100), req("c", output=1, at_ms=300)]
+    result = run_policy(RoundRobin(), requests, load=LoadMode(speedup=2.0))
+    assert [r.arrival_ms for r in result.requests] == [0.0, 50.0, 150.0]
+    assert result.meta.config["load"]["speedup"] == 2.0  # type: ignore[index]
+    capped = run_policy(RoundRobin(), requests, load=LoadMode(max_requests=2))
+    assert statuses(capped) == {"a": "completed", "b": "completed", "c": "never_issued"}
