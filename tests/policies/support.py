@@ -8,9 +8,7 @@ import attrs
 
 from engines import BlockKeyer, Engine, EngineConfig, FixedTiming, Journal, Tentative
 from loadgen import ArrivalRule, Dep, Identity, Lineage, Request, Workload
-from replay._report import ReplayResult
-from replay._runner import run
-from replay._topology import Aggregated
+from replay import Aggregated, ReplayResult, run
 
 MS = 1_000_000
 

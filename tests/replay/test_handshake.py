@@ -23,8 +23,7 @@ from policies import (
     RoundRobin,
     RuntimePoisonedError,
 )
-from replay._exceptions import ReplayFailedError
-from replay._report import ReplayResult
+from replay import ReplayFailedError, ReplayResult
 
 from ..policies.support import KeepingTopology, req, run_policy, statuses
 

@@ -14,8 +14,7 @@ import pytest
 import simclock
 from engines import TokenizerStage
 from policies import KVAware, LeastLoaded, Random, RoundRobin, SessionAffinity
-from replay._exceptions import WorkloadValidationError
-from replay._runner import SEED_STREAMS, run
+from replay import SEED_STREAMS, WorkloadValidationError, run
 
 from ..policies.support import (
     KeepingTopology,

@@ -6,8 +6,7 @@ import attrs
 import pytest
 
 from loadgen import ArrivalRule, Dep
-from replay._exceptions import WorkloadValidationError
-from replay._prepare import normalize_block_ids, prepare, validate_requests
+from replay import WorkloadValidationError, normalize_block_ids, prepare, validate_requests
 
 from ..policies.support import req, workload
 
