@@ -353,3 +353,35 @@ def test_kv_events_reach_the_policy_and_prefix_overlap_is_visible() -> None:
 def test_policy_name_is_the_name_attribute_or_the_class_name() -> None:
     assert policy_name(RoundRobin()) == "round_robin"
     assert policy_name(Hoarder()) == "Hoarder"
+
+
+def test_an_offer_cannot_be_committed_after_it_was_aborted() -> None:
+    async def body(request: Request, ctx: PolicyContext) -> str:
+        async with ctx.offer(request, 0) as offer:
+            await offer.abort("changed my mind")
+            try:
+                await offer.commit()
+            except PlacementError as error:
+                message = str(error)
+        await ctx.dispatch(request, 1)
+        return message
+
+    policy = Recorder(body)
+    result = run_policy(policy, [req("a")])
+    assert policy.seen == ["offer of request 'a' to engine 0 cannot be committed: it is aborted"]
+    assert engines_of(result) == {"a": 1}
+
+
+def test_a_committed_request_cannot_be_rejected() -> None:
+    async def body(request: Request, ctx: PolicyContext) -> str:
+        await ctx.dispatch(request, 0)
+        try:
+            ctx.reject(request, reason="too late")
+        except PlacementError as error:
+            return str(error)
+        return "no error"
+
+    policy = Recorder(body)
+    result = run_policy(policy, [req("b")])
+    assert policy.seen == ["request 'b' cannot be rejected: it is committed"]
+    assert statuses(result) == {"b": "completed"}
