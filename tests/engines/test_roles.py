@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import simclock
 from engines import (
@@ -318,3 +320,166 @@ def test_cancelling_a_queued_reservation_fails_its_waiter() -> None:
     simclock.run(main())
     assert got == {"b": "the reservation of request 'b' on engine 1 was cancelled"}
     assert decode.view.kv_blocks_used == 0
+
+
+@st.composite
+def pd_workloads(draw: st.DrawFn) -> tuple[int, int, list[Request]]:
+    # The decode engine can hold every request for its whole life: activated requests keep
+    # their transferred blocks while they wait, so an overcommitted decode engine can stall
+    # (see test_decode_engine_with_resident_waiters_can_stall_behind_a_preempted_request).
+    prefill_blocks = draw(st.integers(8, 30))
+    decode_blocks = draw(st.integers(8, 30))
+    requests = []
+    budget_positions = 4 * decode_blocks
+    for i in range(draw(st.integers(1, 10))):
+        if budget_positions < 8:
+            break
+        prompt = draw(st.integers(1, min(4 * prefill_blocks, budget_positions // 2)))
+        output = draw(st.integers(1, budget_positions // 2))
+        budget_positions -= 4 * -(-(prompt + output) // 4)
+        ids = draw(st.lists(st.integers(0, 2), min_size=-(-prompt // 8), max_size=-(-prompt // 8)))
+        requests.append(
+            req(
+                f"r{i}",
+                prompt,
+                output,
+                hash_ids=ids,
+                trace_block=8,
+                arrival_ms=draw(st.integers(0, 50)),
+            )
+        )
+    return prefill_blocks, decode_blocks, requests
+
+
+@settings(max_examples=40, deadline=None)
+@given(workload=pd_workloads())
+def test_random_pd_flows_complete_and_release_every_block(
+    workload: tuple[int, int, list[Request]],
+) -> None:
+    prefill_blocks, decode_blocks, requests = workload
+    keyer, journal = BlockKeyer(), Journal()
+    timing = FixedTiming(prefill_ms=5, decode_ms=1)
+    prefill = Engine(
+        0,
+        EngineConfig(
+            num_blocks=prefill_blocks, block_size=4, max_num_batched_tokens=32, role="prefill"
+        ),
+        timing,
+        keyer=keyer,
+        journal=journal,
+    )
+    decode = Engine(
+        1,
+        EngineConfig(num_blocks=decode_blocks, block_size=4, max_num_seqs=3, role="decode"),
+        timing,
+        keyer=keyer,
+        journal=journal,
+    )
+    by_id = {r.id: r for r in requests}
+    handoffs: list[asyncio.Task[None]] = []
+
+    async def hand_over(rid: str) -> None:
+        tentative = decode.offer(by_id[rid])
+        assert isinstance(tentative, Tentative)
+        decode.commit(tentative)
+        reservation = await decode.reserved(rid)
+        await simclock.sleep_until_ns(reservation.at_ns + 2 * MS, waiter="transfer")
+        prefill.release_held(rid)
+        decode.activate(rid)
+
+    def on_event(event: LifecycleEvent) -> None:
+        if event.kind is EventKind.PREFILL_DONE:
+            handoffs.append(asyncio.get_running_loop().create_task(hand_over(event.request_id)))
+
+    journal.subscribe(on_event)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        runs = [loop.create_task(prefill.run()), loop.create_task(decode.run())]
+        for r in sorted(requests, key=lambda r: r.arrival_ms):
+            when = round(r.arrival_ms * MS)
+            if when > simclock.now_ns():
+                await simclock.sleep_until_ns(when, waiter="driver")
+            prefill.submit(r)
+        while len(handoffs) < len(requests):
+            await simclock.sleep_ns(MS, waiter="driver")
+        await asyncio.gather(*handoffs)
+        prefill.close()
+        decode.close()
+        await asyncio.gather(*runs)
+
+    simclock.run(main())
+    for engine in (prefill, decode):
+        snap = engine.snapshot()
+        assert all(r == 0 for r in snap.ref_counts)
+        assert len(snap.free_queue) == engine.config.num_blocks
+        assert snap.prefill_outstanding == 0 and snap.decode_outstanding == 0
+    for r in requests:
+        t = journal.traces[r.id]
+        assert t.terminal_status == "completed"
+        assert len(t.token_times_ns) == r.output_length
+        assert t.prefill_done_ns is not None and t.transfer_done_ns is not None
+        assert t.prefill_done_ns <= (t.destination_reserved_ns or 0) < t.transfer_done_ns
+        assert t.transfer_done_ns <= (t.decode_admit_ns or 0) < t.token_times_ns[0]
+
+
+def small_decode(num_blocks: int) -> Engine:
+    return Engine(
+        1,
+        EngineConfig(num_blocks=num_blocks, block_size=4, role="decode"),
+        FixedTiming(prefill_ms=5, decode_ms=1),
+        keyer=BlockKeyer(),
+        journal=Journal(),
+    )
+
+
+async def reserve_then_activate(decode: Engine, request: Request, transfer_ms: int) -> None:
+    tentative = decode.offer(request)
+    assert isinstance(tentative, Tentative)
+    decode.commit(tentative)
+    reservation = await decode.reserved(request.id)
+    await simclock.sleep_until_ns(reservation.at_ns + transfer_ms * MS, waiter="transfer")
+    decode.activate(request.id)
+
+
+def test_decode_role_preempts_and_recomputes_at_decode_cost() -> None:
+    decode = small_decode(10)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        task = loop.create_task(decode.run())
+        jobs = [loop.create_task(reserve_then_activate(decode, req(r, 4, 20), 0)) for r in "ab"]
+        await asyncio.gather(*jobs)
+        decode.close()
+        await task
+
+    simclock.run(main())
+    a, b = decode.journal.traces["a"], decode.journal.traces["b"]
+    assert b.num_preemptions == 1 and b.terminal_status == "completed"
+    assert len(a.token_times_ns) == len(b.token_times_ns) == 20
+    # b is readmitted when a finishes; its recompute pass costs decode_ms (1 ms) only
+    readmitted = b.admissions[-1]
+    assert readmitted.is_readmission and readmitted.at_ns == a.terminal_ns
+    assert readmitted.at_ns + 1 * MS in b.token_times_ns
+
+
+def test_decode_engine_with_resident_waiters_can_stall_behind_a_preempted_request() -> None:
+    """A known hazard of the reference semantics, pinned: the activated r0 holds 11 blocks
+    while it waits behind the preempted r2, which needs them; nothing can change any more,
+    and the clock reports the deadlock."""
+    decode = small_decode(20)
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        runner = loop.create_task(decode.run())
+        await simclock.sleep_until_ns(6 * MS, waiter="test")
+        await reserve_then_activate(decode, req("r2", 3, 35), 0)
+        await simclock.sleep_until_ns(39 * MS, waiter="test")
+        await reserve_then_activate(decode, req("r0", 41, 1), 2)
+        decode.close()
+        await runner
+
+    with pytest.raises(simclock.DeadlockError):
+        simclock.run(main())
+    assert decode.journal.traces["r2"].num_preemptions == 1
+    assert decode.snapshot().waiting == ("r2", "r0")
