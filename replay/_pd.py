@@ -57,9 +57,10 @@ from engines import (
 from engines._catalog import ModelArch, kv_bytes_per_token, model_arch
 from loadgen import Request
 from policies import Policy, PolicyContext, PolicyRuntime, RequestStream, policy_name
-from policies._pd import PDPolicy
+from policies._pd import PDPolicy, pd_policy
 from policies._runtime import RequestStatus
 
+from ._config import ConfigError, ReplayConfig
 from ._exceptions import ReplayError
 from ._report import ReplayResult, RequestRecord
 from ._topology import _timing_echo
@@ -74,6 +75,7 @@ __all__ = (
     "PlacementOrder",
     "TransferMode",
     "handoff_timeline_svg",
+    "pd_from_config",
     "pd_topology_from_options",
 )
 
@@ -977,6 +979,59 @@ def pd_topology_from_options(
         link=link,
         order=order,
     )
+
+
+def pd_from_config(
+    config: ReplayConfig,
+    *,
+    prefill_workers: int = 1,
+    decode_workers: int = 1,
+    kv_bandwidth_gbps: float | None = None,
+    kv_latency_ms: float = 0.0,
+    kv_transfer: TransferMode = "destination_missing",
+    order: PlacementOrder = "source_first",
+) -> tuple[Disaggregated, PDPolicy]:
+    """The P/D topology and policy of a ``simclock replay --topology pd`` configuration.
+
+    Both pools use ``config``'s engine (``num_blocks`` sized for the GPU as for an aggregated
+    engine) and timing model; the link's bytes per token come from ``config.model`` at the
+    roofline's ``tensor_parallel`` (1 for other timing models); the policy is the built-in
+    P/D policy of ``config.policy``'s name and options (:func:`policies.pd_policy`).
+
+    Args:
+        config: the resolved command-line configuration.
+        prefill_workers: ``--prefill-workers``.
+        decode_workers: ``--decode-workers``.
+        kv_bandwidth_gbps: ``--kv-bandwidth-gbps`` (None: instant transfers).
+        kv_latency_ms: fixed cost per transfer.
+        kv_transfer: ``destination_missing`` or ``full_prompt``.
+        order: ``source_first`` or ``destination_first``.
+
+    Raises:
+        PDConfigError: a bad count, bandwidth, latency, transfer mode or order.
+        policies.PDPolicyError: an unknown P/D policy name or fallback.
+        ConfigError: a bad engine, timing or policy option.
+    """
+    tensor_parallel = 1
+    if config.timing.name == "roofline":
+        tensor_parallel = int(config.timing.options.get("tensor_parallel", 1))
+    topology = pd_topology_from_options(
+        prefill_workers=prefill_workers,
+        decode_workers=decode_workers,
+        engine=config.build_engine(),
+        timing=config.build_timing(),
+        model=config.model,
+        prefill_tensor_parallel=tensor_parallel,
+        kv_bandwidth_gbps=kv_bandwidth_gbps,
+        kv_latency_ms=kv_latency_ms,
+        kv_transfer=kv_transfer,
+        order=order,
+    )
+    try:
+        policy = pd_policy(config.policy.name, **config.policy.options)
+    except TypeError as exc:
+        raise ConfigError(f"policy: {config.policy.name}: {exc}") from None
+    return topology, policy
 
 
 # --------------------------------------------------------------------------------------------
