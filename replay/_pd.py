@@ -49,12 +49,14 @@ from engines import (
     Journal,
     KVEvent,
     LifecycleEvent,
+    ModelArch,
     Rejection,
     RequestTrace,
     Tentative,
     TimingModel,
+    kv_bytes_per_token,
+    model_arch,
 )
-from engines._catalog import ModelArch, kv_bytes_per_token, model_arch
 from loadgen import Request
 from policies import Policy, PolicyContext, PolicyRuntime, RequestStream, policy_name
 from policies._pd import PDPolicy, pd_policy

@@ -5,8 +5,7 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from engines import FixedTiming
-from engines._catalog import kv_bytes_per_token, model_arch
+from engines import FixedTiming, kv_bytes_per_token, model_arch
 from loadgen import Workload
 from policies import KVAware, LeastLoaded
 from replay import ComponentSpec, ConfigError, resolve_config

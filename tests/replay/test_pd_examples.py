@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from engines._catalog import ModelArch
+from engines import ModelArch
 from policies._pd import PDPolicy
 from replay._pd import KVLink
 
