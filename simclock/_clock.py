@@ -25,7 +25,6 @@ __all__ = (
     "sleep_until_ns",
 )
 
-_NS_PER_S = 1_000_000_000
 _get_running_loop = asyncio._get_running_loop
 _Future = asyncio.Future
 
