@@ -277,7 +277,11 @@ class TimelineRecorder:
             self._instant(t, ROUTER_PID, "dispatch aborted", event)
         elif kind is EventKind.QUEUED and engine is not None:
             current = self._open.get(rid)
-            if current is None or current.name != "queued" or current.pid != engine + 1:
+            if current is not None and current.name == "reserve":
+                # P/D: the reservation request reached the decode engine; wait there.
+                if current.pid != engine + 1:
+                    self._switch(rid, t, "reserve", engine + 1)
+            elif current is None or current.name != "queued" or current.pid != engine + 1:
                 self._switch(rid, t, "queued", engine + 1)
         elif kind is EventKind.ADMITTED and engine is not None:
             self._on_admitted(event, t, rid, engine)
@@ -448,6 +452,8 @@ class TimelineRecorder:
             if not f.shows(span.request_id) or not f.overlaps(span.start_ns, span.end_ns):
                 continue
             lo, hi = f.clip(span.start_ns, span.end_ns)
+            if lo == hi and span.args[-1:] != _INCOMPLETE:
+                continue  # a phase left at the instant it began (or clipped to nothing)
             pid = link_pid if span.pid == -1 else span.pid
             common: TraceEvent = {
                 "name": span.name,

@@ -21,7 +21,10 @@ from engines import (
     Journal,
     LifecycleEvent,
 )
-from loadgen import ArrivalRule, Request
+from loadgen import ArrivalRule, Request, Workload
+from policies._pd import PDPolicy
+from replay._pd import Disaggregated, KVLink
+from replay._session import ReplaySession
 from replay._timeline import Timeline, TimelineFilter, TimelineRecorder, timeline_from_events
 
 from .timeline_checks import check_timeline
@@ -78,12 +81,13 @@ def pd_events() -> list[LifecycleEvent]:
         ev(0, K.PREFILL_CHUNK, "r", 0, tokens=1000, computed=0, end_ns=50 * MS),
         ev(50, K.PREFILL_DONE, "r", 0),
         ev(50, K.COMMITTED, "r", 1),
-        ev(50, K.RESERVED, "r", 1, reused_tokens=0),
-        ev(55.3687, K.TRANSFER_DONE, "r", 1, transfer_tokens=1024, transfer_ms=5.3687),
-        ev(55.3687, K.ADMITTED, "r", 1, reused_tokens=0, is_readmission=False, role="decode"),
-        ev(65.3687, K.FIRST_TOKEN, "r", 1),
-        ev(75.3687, K.TOKEN, "r", 1),
-        ev(75.3687, K.FINISHED, "r", 1, truncated=False),
+        ev(50, K.QUEUED, "r", 1, role="decode"),
+        ev(52, K.RESERVED, "r", 1, reused_tokens=0),
+        ev(57.3687, K.TRANSFER_DONE, "r", 1, transfer_tokens=1024, transfer_ms=5.3687),
+        ev(57.3687, K.ADMITTED, "r", 1, reused_tokens=0, is_readmission=False, role="decode"),
+        ev(67.3687, K.FIRST_TOKEN, "r", 1),
+        ev(77.3687, K.TOKEN, "r", 1),
+        ev(77.3687, K.FINISHED, "r", 1, truncated=False),
     ]
 
 
@@ -131,13 +135,11 @@ def test_request_phases_are_async_spans_keyed_by_request_id() -> None:
     doc = check_timeline(timeline_from_events(aggregated_events()).to_bytes())
     spans = [(e["name"], e["ts"], e["pid"]) for e in of(doc, "b") if e["id2"] == {"local": "b"}]
     assert spans == [
-        ("route", 1000, 0),
         ("queued", 1000, 1),
         ("prefill", 50_000, 1),
         ("decode", 110_000, 1),
         ("queued", 120_000, 1),
         ("prefill", 130_000, 1),
-        ("decode", 190_000, 1),
     ]
     readmitted = [e for e in of(doc, "b", "prefill") if e["args"].get("readmission")]
     assert [e["args"] for e in readmitted] == [
@@ -167,20 +169,17 @@ def test_prefill_decode_timeline_has_a_kv_link_and_a_handoff_flow() -> None:
     assert names == {0: "router", 1: "engine 0 (prefill)", 2: "engine 1 (decode)", 3: "KV link"}
     phases = [(e["name"], e["pid"], e["ts"]) for e in of(doc, "b")]
     assert phases == [
-        ("route", 0, 0),
-        ("queued", 1, 0),
         ("prefill", 1, 0),
-        ("reserve", 1, 50_000),
-        ("transfer", 3, 50_000),
-        ("queued", 2, 55_368.7),
-        ("decode", 2, 55_368.7),
+        ("reserve", 2, 50_000),
+        ("transfer", 3, 52_000),
+        ("decode", 2, 57_368.7),
     ]
     handoffs = [
         (e["ph"], e["pid"], e["ts"]) for e in doc["traceEvents"] if e.get("name") == "handoff"
     ]
-    assert handoffs == [("s", 1, 0), ("f", 2, 55_368.7)]
+    assert handoffs == [("s", 1, 0), ("f", 2, 57_368.7)]
     decode_passes = [(e["ts"], e["dur"]) for e in of(doc, "X", "pass") if e["pid"] == 2]
-    assert decode_passes == [(55_368.7, 10_000), (65_368.7, 10_000)]
+    assert decode_passes == [(57_368.7, 10_000), (67_368.7, 10_000)]
 
 
 @attrs.define
@@ -325,3 +324,32 @@ def test_rebuilt_passes_match_the_engines_passes() -> None:
     a_passes = [p for p in passes if "A" in p["args"]["request_ids"]]
     assert len(a_passes) == 200
     assert [p["ts"] for p in passes if p["args"]["batch_size"] == 2][:2] == [50_000, 110_000]
+
+
+def test_a_real_prefill_decode_run_has_transfers_on_the_kv_link() -> None:
+    topology = Disaggregated(
+        prefill_engine=EngineConfig(num_blocks=10_000),
+        decode_engine=EngineConfig(num_blocks=10_000),
+        link=KVLink(kv_bytes_per_token=262_144, bandwidth_gbps=50.0),
+    )
+    requests = tuple(
+        Request(rid, 1000, 10, 512, [1, 2], ArrivalRule(not_before_ms=at_ms))
+        for rid, at_ms in (("a", 0.0), ("b", 500.0))
+    )
+    workload = Workload(requests=requests, source="ex", format="python")
+    with ReplaySession.build(workload, topology=topology, policy=PDPolicy()) as s:
+        recorder = TimelineRecorder(views=[e.view for e in s.engines])
+        s.journal.subscribe(recorder.on_event)
+        s.run()
+    doc = check_timeline(recorder.timeline().to_bytes())
+    names = {e["pid"]: e["args"]["name"] for e in of(doc, "M", "process_name")}
+    assert names == {0: "router", 1: "engine 0 (prefill)", 2: "engine 1 (decode)", 3: "KV link"}
+    transfers = [e for e in doc["traceEvents"] if e["ph"] in "be" and e["name"] == "transfer"]
+    assert [(e["ph"], e["ts"], e["id2"]["local"]) for e in transfers] == [
+        ("b", 50_000, "a"),
+        ("e", 55_368.709, "a"),
+        ("b", 550_000, "b"),
+        ("e", 550_335.544, "b"),
+    ]
+    handoffs = [e["ts"] for e in doc["traceEvents"] if e.get("name") == "handoff"]
+    assert handoffs == [0, 55_368.709, 500_000, 550_335.544]

@@ -11,9 +11,8 @@ from collections.abc import Iterator
 import pytest
 import structlog
 
-from simclock._logcapture import capture_logs
-from simclock._logging import configure_logging, get_logger, log_context
-from simclock._loop import VirtualEventLoop
+from simclock import VirtualEventLoop, configure_logging, get_logger, log_context
+from simclock.testing import capture_logs
 
 PACKAGES = ("simclock", "loadgen", "engines", "policies", "replay")
 
