@@ -58,8 +58,15 @@ from engines import (
     model_arch,
 )
 from loadgen import Request
-from policies import Policy, PolicyContext, PolicyRuntime, RequestStream, policy_name
-from policies._pd import PDPolicy, pd_policy
+from policies import (
+    PDPolicy,
+    Policy,
+    PolicyContext,
+    PolicyRuntime,
+    RequestStream,
+    pd_policy,
+    policy_name,
+)
 from policies._runtime import RequestStatus
 
 from ._config import ConfigError, ReplayConfig

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from engines import EngineConfig, FixedTiming
 from loadgen import ArrivalRule, Request, Workload
-from policies._pd import PDPolicy
+from policies import PDPolicy
 from replay import ReplayResult, run
 from replay._pd import Disaggregated, KVLink, TransferMode
 from replay._pd_metrics import pd_phases

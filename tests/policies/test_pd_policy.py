@@ -4,8 +4,19 @@ from __future__ import annotations
 
 import pytest
 
-from policies import KVAware, LeastLoaded, Random, RoundRobin, SessionAffinity, from_choice
-from policies._pd import PD_POLICIES, PDPolicy, PDPolicyError, pd_kv_aware, pd_policy
+from policies import (
+    PD_POLICIES,
+    KVAware,
+    LeastLoaded,
+    PDPolicy,
+    PDPolicyError,
+    Random,
+    RoundRobin,
+    SessionAffinity,
+    from_choice,
+    pd_kv_aware,
+    pd_policy,
+)
 
 from ..replay.pd_helpers import example_d, replay, request
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from engines import ModelArch
-from policies._pd import PDPolicy
+from policies import PDPolicy
 from replay._pd import KVLink
 
 from .pd_helpers import KV_BYTES_9D, example_d, replay, request

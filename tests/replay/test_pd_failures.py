@@ -15,6 +15,7 @@ from engines import EngineConfig
 from loadgen import Request
 from policies import (
     CommitError,
+    PDPolicy,
     Placement,
     PlacementError,
     PlacePolicy,
@@ -22,7 +23,6 @@ from policies import (
     PolicyHookError,
     RoundRobin,
 )
-from policies._pd import PDPolicy
 from replay._exceptions import ReplayFailedError
 from replay._report import ReplayResult
 

@@ -11,8 +11,7 @@ import pytest
 
 from engines import EngineConfig, FixedTiming, PassShape
 from loadgen import Workload, read_mooncake
-from policies import RoundRobin, from_choice
-from policies._pd import PDPolicy, pd_policy
+from policies import PDPolicy, RoundRobin, from_choice, pd_policy
 from replay import request_json
 from replay._pd import (
     Disaggregated,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from loadgen import Workload
-from policies._pd import PDPolicy
+from policies import PDPolicy
 from replay._session import ReplaySession
 
 from .pd_helpers import example_d, request

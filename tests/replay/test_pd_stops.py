@@ -9,8 +9,7 @@ import sys
 from pathlib import Path
 
 from loadgen import Request
-from policies import PlacePolicy, PolicyContext
-from policies._pd import PDPolicy
+from policies import PDPolicy, PlacePolicy, PolicyContext
 from replay._pd import handoff_timeline_svg
 
 from .pd_helpers import KeepingPD, example_d, replay, request, statuses
