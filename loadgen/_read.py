@@ -13,7 +13,7 @@ import attrs
 from ._agentic import read_agentic
 from ._csvformats import read_azure, read_burstgpt, read_vidur
 from ._exceptions import TraceFormatError, WorkloadConfigError
-from ._fields import iter_json_lines
+from ._fields import decode_json
 from ._mooncake import read_mooncake, read_mooncake_delta
 from ._weka import read_weka
 from ._workload import Workload
@@ -106,12 +106,19 @@ def _detect_jsonl(path: Path) -> FormatChoice:
     file = str(path)
     first = True
     with open(path, "rb") as stream:
-        for line, value in iter_json_lines(stream, file):
+        for number, raw in enumerate(stream, start=1):
+            data = raw[3:] if number == 1 and raw.startswith(b"\xef\xbb\xbf") else raw
+            if not data.strip():
+                continue
+            # Only the first object and rows that mention wait_for need parsing.
+            if not first and b"wait_for" not in data:
+                continue
+            value = decode_json(data.rstrip(b"\r\n"), file, number)
             if isinstance(value, dict):
                 if first and "requests" in value:
                     return FormatChoice("weka", "first object has requests")
                 if "wait_for" in value:
-                    return FormatChoice("agentic", f"line {line} has wait_for")
+                    return FormatChoice("agentic", f"line {number} has wait_for")
             first = False
     return FormatChoice("mooncake", "no requests and no wait_for")
 
