@@ -177,7 +177,7 @@ class RequestStream:
 
     _items: deque[Request] = attrs.field(factory=deque, init=False)
     _closed: bool = attrs.field(default=False, init=False)
-    _waiter: asyncio.Future[None] | None = attrs.field(default=None, init=False)
+    _waiters: list[asyncio.Future[None]] = attrs.field(factory=list, init=False)
 
     def __aiter__(self) -> RequestStream:
         return self
@@ -187,11 +187,12 @@ class RequestStream:
             if self._closed:
                 raise StopAsyncIteration
             waiter = asyncio.get_running_loop().create_future()
-            self._waiter = waiter
+            self._waiters.append(waiter)
             try:
                 await waiter
             finally:
-                self._waiter = None
+                if waiter in self._waiters:
+                    self._waiters.remove(waiter)
         return self._items.popleft()
 
     def get_nowait(self) -> Request | None:
@@ -217,8 +218,10 @@ class RequestStream:
         self._wake()
 
     def _wake(self) -> None:
-        if self._waiter is not None and not self._waiter.done():
-            self._waiter.set_result(None)
+        waiters, self._waiters = self._waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
 
 RequestStatus = Literal["held", "offered", "committed", "failed", "terminal"]
@@ -230,6 +233,7 @@ class _RequestState:
     status: RequestStatus = "held"
     engine: int | None = None
     last_rejection: Placement | None = None
+    finished: bool = False
 
 
 @attrs.define(eq=False)
@@ -568,11 +572,13 @@ class PolicyRuntime:
     def request_terminal(self, trace: RequestTrace) -> None:
         """Note that a request reached a terminal state; calls the policy's ``on_finished``."""
         state = self._requests.get(trace.request_id)
-        if state is None or state.status in ("terminal", "failed"):
+        if state is None or state.finished:
             return
+        state.finished = True
         if state.status in ("held", "offered"):
             self._settle()
-        state.status = "terminal"
+        if state.status != "failed":
+            state.status = "terminal"
         hook = _hook(self.policy, "on_finished")
         if hook is not None:
             self._call_hook("on_finished", hook, trace)

@@ -385,3 +385,40 @@ def test_a_committed_request_cannot_be_rejected() -> None:
     result = run_policy(policy, [req("b")])
     assert policy.seen == ["request 'b' cannot be rejected: it is committed"]
     assert statuses(result) == {"b": "completed"}
+
+
+def test_on_finished_also_tells_of_requests_the_policy_rejected() -> None:
+    finished: list[tuple[str, str | None]] = []
+
+    class Picky(PlacePolicy):
+        def on_finished(self, trace: RequestTrace) -> None:
+            finished.append((trace.request_id, trace.terminal_status))
+
+        async def place(self, request: Request, ctx: PolicyContext) -> None:
+            if request.id == "a":
+                ctx.reject(request, reason="no")
+            else:
+                await ctx.dispatch(request, 0)
+
+    run_policy(Picky(), [req("a", output=1), req("b", output=1)])
+    assert finished == [("a", "rejected"), ("b", "completed")]
+
+
+def test_several_coroutines_can_share_the_request_stream() -> None:
+    took: list[tuple[str, str]] = []
+
+    class TwoWorkers(BasePolicy):
+        async def run(self, requests: RequestStream, ctx: PolicyContext) -> None:
+            async def worker(name: str, engine: int) -> None:
+                async for request in requests:
+                    took.append((name, request.id))
+                    await ctx.sleep_ms(1)
+                    await ctx.dispatch(request, engine)
+
+            async with asyncio.TaskGroup() as group:
+                group.create_task(worker("w0", 0))
+                group.create_task(worker("w1", 1))
+
+    result = run_policy(TwoWorkers(), [req("a"), req("b"), req("c", at_ms=0.5)])
+    assert statuses(result) == dict.fromkeys("abc", "completed")
+    assert sorted(took) == [("w0", "a"), ("w0", "c"), ("w1", "b")]

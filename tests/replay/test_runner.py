@@ -235,3 +235,21 @@ def test_the_load_mode_drives_releases() -> None:
     assert result.meta.config["load"]["speedup"] == 2.0  # type: ignore[index]
     capped = run_policy(RoundRobin(), requests, load=LoadMode(max_requests=2))
     assert statuses(capped) == {"a": "completed", "b": "completed", "c": "never_issued"}
+
+
+def test_an_engine_failure_ends_the_run_with_a_report() -> None:
+    import attrs
+
+    from engines import EngineConfig, PassTimingError
+    from replay import Aggregated, ReplayFailedError
+
+    @attrs.frozen
+    class Broken:
+        def pass_time_ms(self, shape: object) -> float:
+            return -1.0
+
+    topo = Aggregated(workers=1, engine=EngineConfig(num_blocks=64), timing=Broken())
+    with pytest.raises(ReplayFailedError) as info:
+        run(workload([req("a")]), topology=topo, policy=RoundRobin(), seed=0)
+    assert isinstance(info.value.__cause__, PassTimingError)
+    assert statuses(info.value.result) == {"a": "incomplete"}
