@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -24,17 +23,14 @@ import attrs
 
 from engines import Journal
 from loadgen import TraceFormatError, Workload
-from policies import Policy
 from simclock._logging import configure_logging
 
 from ._inspect import format_workload_stats, inspect_trace, workload_stats_json
-from ._metrics import SLO
 from ._progress import Progress, ProgressMode, make_progress
 from ._report import ReplayResult
-from ._runner import TokenizerStageLike, run
+from ._runner import run
 from ._session import ReplaySession
 from ._timeline import TimelineFilter, TimelineRecorder
-from ._topology import Topology
 
 __all__ = (
     "DebugOptions",
@@ -186,34 +182,24 @@ def run_observed(
     workload: Workload,
     *,
     options: DebugOptions,
-    topology: Topology,
-    policy: Policy,
-    seed: int = 0,
-    slo: SLO | None = None,
-    tokenizer: TokenizerStageLike | None = None,
-    max_virtual_time_s: float | None = None,
-    config: Mapping[str, object] | None = None,
     progress_stream: TextIO | None = None,
+    **run_options: Any,
 ) -> ReplayResult:
     """Replay like :func:`replay.run`, with the timeline and progress ``options`` ask for.
 
     Without a timeline or progress this is :func:`replay.run`. Progress reads the clock and
-    the journal's traces every few thousand loop callbacks and never changes the run: the
+    the journal's traces every thousand loop callbacks or so and never changes the run: the
     result is the same, byte for byte. A timeline needs every lifecycle event, so the
-    engines record their per-token events too, as with ``keep_events=True``. The timeline
-    is written (atomically) after the run, even when the run fails.
+    engines record their per-token events too (the report does not change: its event counts
+    do not depend on observation). The timeline is written (atomically) after the run, even
+    when the run fails.
 
     Args:
         workload: the requests to replay.
         options: the timeline and progress wanted.
-        topology: builds the engines.
-        policy: places the requests.
-        seed: the run seed.
-        slo: service-level objectives for goodput.
-        tokenizer: an optional frontend tokenization stage.
-        max_virtual_time_s: stop releasing after this virtual time.
-        config: extra configuration to echo in the report.
         progress_stream: where progress goes (standard error by default).
+        **run_options: the keyword arguments of :func:`replay.run` (``topology``,
+            ``policy``, ``seed``, ``slo``, ...).
 
     Returns:
         The :class:`replay.ReplayResult`.
@@ -223,15 +209,6 @@ def run_observed(
         stream=progress_stream,
         total_requests=len(workload.requests),
     )
-    run_options: dict[str, Any] = {
-        "topology": topology,
-        "policy": policy,
-        "seed": seed,
-        "slo": slo,
-        "tokenizer": tokenizer,
-        "max_virtual_time_s": max_virtual_time_s,
-        "config": config,
-    }
     if progress is None and options.timeline_path is None:
         return run(workload, **run_options)
     session = ReplaySession.build(workload, history=False, **run_options)

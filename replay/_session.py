@@ -36,14 +36,14 @@ import numpy as np
 
 import simclock
 from engines import Engine, EventKind, Journal, LifecycleEvent, RequestTrace
-from loadgen import Workload
+from loadgen import LoadMode, Workload
 from policies import Policy, policy_name
 
 from ._exceptions import ReplayFailedError, WorkloadValidationError
 from ._metrics import SLO
 from ._prepare import prepare
 from ._report import ReplayResult, RunMeta, finalize
-from ._runner import SEED_STREAMS, TokenizerStageLike, _check_seed, _Run
+from ._runner import SEED_STREAMS, TokenizerStageLike, _check_seed, _jsonable, _Run
 from ._topology import Topology
 
 __all__ = (
@@ -379,6 +379,7 @@ class ReplaySession:
         seed: int = 0,
         slo: SLO | None = None,
         tokenizer: TokenizerStageLike | None = None,
+        load: LoadMode | None = None,
         max_virtual_time_s: float | None = None,
         keep_events: bool = False,
         config: Mapping[str, object] | None = None,
@@ -393,6 +394,7 @@ class ReplaySession:
             seed: the run seed (int >= 0).
             slo: service-level objectives for goodput.
             tokenizer: an optional frontend tokenization stage.
+            load: how the workload is released (load mode and stop rules).
             max_virtual_time_s: stop releasing after this virtual time.
             keep_events: keep every lifecycle event in the journal.
             config: extra configuration to echo in the report.
@@ -408,29 +410,39 @@ class ReplaySession:
         Raises:
             WorkloadValidationError: the workload or an option is invalid.
         """
+        # Keep in step with replay.run (the byte-identity tests compare the two).
         seed = _check_seed(seed)
-        cutoff_ns: int | None = None
+        load = LoadMode() if load is None else load
         if max_virtual_time_s is not None:
-            if not math.isfinite(max_virtual_time_s) or max_virtual_time_s <= 0:
+            if (
+                isinstance(max_virtual_time_s, bool)
+                or not isinstance(max_virtual_time_s, int | float)
+                or not math.isfinite(max_virtual_time_s)
+                or max_virtual_time_s <= 0
+            ):
                 raise WorkloadValidationError(
                     f"max_virtual_time_s: must be finite and > 0, got {max_virtual_time_s!r}"
                 )
-            cutoff_ns = round(max_virtual_time_s * 1_000_000_000)
+            load = attrs.evolve(load, max_virtual_time_s=max_virtual_time_s)
         prepared = prepare(workload, engine_block_size=topology.block_size)
         seeds = tuple(np.random.SeedSequence(seed).spawn(len(SEED_STREAMS)))
-        run = _Run(prepared, topology, policy, seeds, tokenizer, cutoff_ns, keep_events)
+        run = _Run(
+            prepared, topology, policy, seeds, tokenizer, None, keep_events, seed=seed, load=load
+        )
         echo: dict[str, Any] = {
             "seed": seed,
             "policy": policy_name(policy),
             "topology": dict(topology.describe()),
             "tokenizer": None if tokenizer is None else attrs.asdict(cast(Any, tokenizer)),
-            "max_virtual_time_s": max_virtual_time_s,
+            "max_virtual_time_s": load.max_virtual_time_s,
             "workload": {
                 "source": workload.source,
                 "format": workload.format,
                 "requests": len(workload.requests),
             },
         }
+        if attrs.evolve(load, max_virtual_time_s=None) != LoadMode():
+            echo["load"] = _jsonable(attrs.asdict(load))
         if config:
             echo["config"] = dict(config)
         return cls(run, workload, seed, slo, echo, history)
@@ -839,7 +851,8 @@ class ReplaySession:
         self._check_usable()
         self._finish()
         result = self.result
-        failure = self._run.runtime.failure or self._run.engine_failure
+        run = self._run
+        failure = run.runtime.failure or run.engine_failure or run.driver_failure
         if failure is not None:
             raise ReplayFailedError(
                 f"replay failed: {type(failure).__name__}: {failure}", result=result
