@@ -23,7 +23,7 @@ import attrs
 
 from engines import Journal
 from loadgen import TraceFormatError, Workload
-from simclock._logging import configure_logging
+from simclock import configure_logging, get_logger
 
 from ._inspect import format_workload_stats, inspect_trace, workload_stats_json
 from ._progress import Progress, ProgressMode, make_progress
@@ -44,6 +44,8 @@ __all__ = (
 )
 
 _POLL_EVERY = 1024  # callbacks between two looks at the wall clock
+
+log = get_logger(__name__)
 
 
 def add_logging_flags(parser: argparse.ArgumentParser) -> None:
@@ -228,7 +230,11 @@ def run_observed(
             progress.close()
         session.close()
         if recorder is not None and options.timeline_path is not None:
-            recorder.timeline(options.timeline_filter).write(options.timeline_path)
+            timeline = recorder.timeline(options.timeline_filter)
+            timeline.write(options.timeline_path)
+            log.info(
+                "timeline written", path=str(options.timeline_path), events=len(timeline.events)
+            )
 
 
 def _run_with_progress(session: ReplaySession, progress: Progress) -> None:

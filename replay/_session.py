@@ -38,6 +38,7 @@ import simclock
 from engines import Engine, EventKind, Journal, LifecycleEvent, RequestTrace
 from loadgen import LoadMode, Workload
 from policies import Policy, policy_name
+from simclock import get_logger
 
 from ._exceptions import ReplayFailedError, WorkloadValidationError
 from ._metrics import SLO
@@ -58,6 +59,8 @@ __all__ = (
 )
 
 T = TypeVar("T")
+
+log = get_logger(__name__)
 
 StopReason = Literal["step", "time", "predicate", "request", "breakpoint", "finished"]
 BreakpointKind = Literal["time", "request", "event", "predicate"]
@@ -610,6 +613,13 @@ class ReplaySession:
         elif what:
             head += f": {what}"
         lines = [head, *(f"  {describe_event(e)}" for e in events)]
+        log.debug(
+            "session stopped",
+            virtual_time_ns=self.now_ns,
+            reason=reason,
+            breakpoint=None if bp is None else bp.number,
+            events=len(events),
+        )
         return Stop(reason, self.now_ns, events, bp, "\n".join(lines))
 
     def _timed(self, fn: Callable[[], T]) -> T:
