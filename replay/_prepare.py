@@ -29,6 +29,7 @@ class PreparedWorkload:
         positions: request id -> position in :attr:`requests`.
         engine_block_size: the engines' KV block size ``E`` the run uses, if given.
         trimmed_ids: surplus content ids dropped by normalisation.
+        tokenizer: the frontend tokenization stage (``engines.TokenizerStage``), or None.
     """
 
     workload: Workload
@@ -36,6 +37,7 @@ class PreparedWorkload:
     positions: Mapping[str, int]
     engine_block_size: int | None = None
     trimmed_ids: int = 0
+    tokenizer: object | None = None
 
     def __len__(self) -> int:
         return len(self.requests)
@@ -133,20 +135,24 @@ def normalize_block_ids(request: Request) -> Request:
     return attrs.evolve(request, hash_ids=request.hash_ids[:need])
 
 
-def prepare(workload: Workload, *, engine_block_size: int | None = None) -> PreparedWorkload:
+def prepare(
+    workload: Workload, *, engine_block_size: int | None = None, tokenizer: object | None = None
+) -> PreparedWorkload:
     """Validate a workload and normalise its requests for replay.
 
     Args:
         workload: the workload, as a reader or generator produced it. Its request ids are
             already deterministic (REFERENCE-workloads §1.3); they are checked, never changed.
         engine_block_size: the engines' KV block size ``E``, checked to be >= 1 and echoed.
+        tokenizer: the frontend tokenization stage the run puts before the policy
+            (``engines.TokenizerStage``; anything with ``enabled`` and ``pool()``), or None.
 
     Returns:
         The prepared workload.
 
     Raises:
         WorkloadValidationError: a request cannot be replayed (see :func:`validate_requests`),
-            or ``engine_block_size`` is invalid.
+            or ``engine_block_size`` or ``tokenizer`` is invalid.
     """
     if engine_block_size is not None and (
         isinstance(engine_block_size, bool)
@@ -155,6 +161,12 @@ def prepare(workload: Workload, *, engine_block_size: int | None = None) -> Prep
     ):
         raise WorkloadValidationError(
             f"engine_block_size: must be an int >= 1, got {engine_block_size!r}"
+        )
+    if tokenizer is not None and not (
+        hasattr(tokenizer, "enabled") and callable(getattr(tokenizer, "pool", None))
+    ):
+        raise WorkloadValidationError(
+            f"tokenizer: must be a tokenizer stage (engines.TokenizerStage), got {tokenizer!r}"
         )
     positions = validate_requests(workload.requests)
     requests = tuple(normalize_block_ids(r) for r in workload.requests)
@@ -169,4 +181,5 @@ def prepare(workload: Workload, *, engine_block_size: int | None = None) -> Prep
         positions=positions,
         engine_block_size=engine_block_size,
         trimmed_ids=trimmed,
+        tokenizer=tokenizer,
     )

@@ -75,3 +75,15 @@ def test_an_invalid_engine_block_size_is_refused() -> None:
     with pytest.raises(WorkloadValidationError) as info:
         prepare(workload([req("a")]), engine_block_size=0)
     assert str(info.value) == "engine_block_size: must be an int >= 1, got 0"
+
+
+def test_prepare_keeps_the_tokenizer_stage_and_refuses_anything_else() -> None:
+    from engines import TokenizerStage
+
+    stage = TokenizerStage(workers=2, base_ms=1.0)
+    assert prepare(workload([req("a")]), tokenizer=stage).tokenizer is stage
+    with pytest.raises(WorkloadValidationError) as info:
+        prepare(workload([req("a")]), tokenizer="fast")
+    assert str(info.value) == (
+        "tokenizer: must be a tokenizer stage (engines.TokenizerStage), got 'fast'"
+    )
