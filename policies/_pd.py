@@ -24,7 +24,7 @@ from loadgen import Request
 from ._base import ChoicePolicy
 from ._builtins import KVAware, LeastLoaded, Random, RoundRobin, SessionAffinity
 from ._exceptions import PolicyError
-from ._runtime import Policy, PolicyContext, policy_name
+from ._runtime import Policy, PolicyContext, RequestStream, policy_name
 
 __all__ = ("PD_POLICIES", "PDPolicy", "PDPolicyError", "pd_kv_aware", "pd_policy")
 
@@ -68,6 +68,21 @@ class PDPolicy:
             )
         if not self.name:
             self.name = _default_name(self)
+
+    async def run(self, requests: RequestStream, ctx: PolicyContext) -> None:
+        """Refuse to place requests as an aggregated policy.
+
+        A P/D policy runs on a disaggregated topology (``replay.Disaggregated``), which runs
+        each side on its own pool; this method exists so a :class:`PDPolicy` is a
+        :class:`policies.Policy` wherever one is expected.
+
+        Raises:
+            PDPolicyError: always.
+        """
+        raise PDPolicyError(
+            f"PDPolicy {self.name!r} needs a disaggregated topology (replay.Disaggregated); "
+            "it cannot place requests on an aggregated one"
+        )
 
     def choose_decode(self, request: Request, ctx: PolicyContext) -> int:
         """Destination-first: return the decode pool position for ``request``.

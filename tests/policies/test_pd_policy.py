@@ -139,3 +139,15 @@ def test_builtin_options_reach_both_pools() -> None:
     assert str(info.value) == (
         "fallback: unknown policy 'sticky'; known: round_robin, random, least_loaded, kv_aware"
     )
+
+
+def test_a_pd_policy_on_an_aggregated_topology_fails_the_run_with_a_clear_error() -> None:
+    from replay import Aggregated, ReplayFailedError
+
+    with pytest.raises(ReplayFailedError) as info:
+        replay([request("a", p=200, n=2, ids=[1])], Aggregated(workers=1), PDPolicy())
+    assert str(info.value.__cause__) == (
+        "PDPolicy 'pd(round_robin,round_robin)' needs a disaggregated topology "
+        "(replay.Disaggregated); it cannot place requests on an aggregated one"
+    )
+    assert info.value.result.requests[0].status == "never_issued"
