@@ -175,7 +175,7 @@ def test_stepped_session_gives_the_same_report_bytes_as_run(tmp_path: Path) -> N
 def test_a_session_stepped_on_a_real_trace_matches_run(tmp_path: Path, shared_data: Path) -> None:
     path = shared_data / "mooncake" / "conversation_trace.jsonl"
     with path.open(encoding="utf-8") as trace:
-        lines = list(itertools.islice(trace, 150))
+        lines = list(itertools.islice(trace, 80))
     sample = tmp_path / "sample.jsonl"
     sample.write_text("".join(lines), encoding="utf-8")
     workload = read_trace(sample)

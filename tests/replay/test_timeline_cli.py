@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -93,3 +96,17 @@ def test_inspect_prints_the_statistics(
     out = capsys.readouterr().out.splitlines()
     assert out[0] == f"{small_trace} (mooncake)"
     assert out[1] == "  requests             20"
+
+
+def test_timeline_bytes_do_not_depend_on_the_hash_seed(small_trace: Path, tmp_path: Path) -> None:
+    outputs = []
+    for hash_seed in ("0", "12345"):
+        path = tmp_path / f"timeline-{hash_seed}.json"
+        env = {**os.environ, "PYTHONHASHSEED": hash_seed}
+        command = [sys.executable, "-m", "simclock", "replay", str(small_trace), *RUN]
+        command += ["--timeline", str(path)]
+        done = subprocess.run(command, capture_output=True, text=True, env=env, check=False)
+        assert done.returncode == EXIT_OK, done.stderr
+        outputs.append(path.read_bytes())
+    assert outputs[0] == outputs[1]
+    check_timeline(outputs[0])
