@@ -591,7 +591,8 @@ class PDRuntime:
         decode_engines: the decode pool, in index order.
         journal: the run's journal.
         keyer: the run's block keyer.
-        rng: the policy's generator; each pool gets a child stream (``rng.spawn(2)``).
+        rng: the policy's generator; each pool gets a child stream (``rng.spawn(3)``: prefill,
+            decode, inspection).
         link: the KV link.
         order: the placement order.
         on_poison: called once with the first failure.
