@@ -180,6 +180,7 @@ class _Session:
     key: str
     positions: list[int]
     open_units: int = 0
+    done: bool = False
 
 
 @attrs.define(eq=False)
@@ -730,7 +731,13 @@ class Driver:
 
     def _after_settle(self, unit: _Unit, now: int) -> None:
         session = unit.session
-        if session is not None and session.open_units == 0 and self.mode.concurrency is not None:
+        if (
+            session is not None
+            and session.open_units == 0
+            and not session.done
+            and self.mode.concurrency is not None
+        ):
+            session.done = True
             self._start_next_session(now)
         play = unit.play
         if play is not None and play.open_units == 0 and not play.done:
