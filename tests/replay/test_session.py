@@ -11,7 +11,9 @@ import pytest
 from engines import EngineConfig, EventKind, FixedTiming
 from loadgen import ArrivalRule, Request, Workload, read_trace
 from policies import LeastLoaded, RoundRobin
+from policies._pd import PDPolicy
 from replay._output import write_outputs
+from replay._pd import Disaggregated, KVLink
 from replay._report import ReplayResult
 from replay._runner import run
 from replay._session import ReplaySession, describe_event
@@ -271,3 +273,22 @@ def test_describe_lists_engines_policy_and_requests_in_flight() -> None:
     assert describe_event(s.request("A").history[0]) == (
         "0.000000000 s  request 'A'  arrived (input_length=600, output_length=200)"
     )
+
+
+def test_a_prefill_decode_session_steps_through_the_handoff(tmp_path: Path) -> None:
+    topology = Disaggregated(
+        prefill_engine=EngineConfig(num_blocks=10_000),
+        decode_engine=EngineConfig(num_blocks=10_000),
+        link=KVLink(kv_bytes_per_token=262_144, bandwidth_gbps=50.0),
+    )
+    requests = (Request("a", 1000, 10, 512, [1, 2], ArrivalRule(not_before_ms=0)),)
+    workload = Workload(requests=requests, source="ex", format="python")
+    s = ReplaySession.build(workload, topology=topology, policy=PDPolicy())
+    _OPEN.append(s)
+    stop = s.run_until_request("a", "transfer_done")
+    assert stop.now_ns == 55_368_709
+    assert (s.engine(0).role, s.engine(1).role) == ("prefill", "decode")
+    assert s.engine(1).waiting == ("a",) and s.request("a").state == "waiting"
+    assert s.run_until_request("a", "first_token").now_ns == 65_368_709
+    expected = run(workload, topology=topology, policy=PDPolicy())
+    assert output_bytes(s.run(), tmp_path / "session") == output_bytes(expected, tmp_path / "run")
