@@ -22,6 +22,7 @@ from typing import Any, NoReturn, TextIO, cast
 
 import simclock
 from loadgen import FORMATS, Workload, read_trace
+from policies import Policy
 from simclock import __version__
 
 from ._cli_debug import (
@@ -40,6 +41,7 @@ from ._config import (
     DEFAULT_WORKERS,
     POLICIES,
     TIMINGS,
+    TOPOLOGIES,
     ConfigError,
     ReplayConfig,
     load_config_file,
@@ -47,9 +49,10 @@ from ._config import (
 )
 from ._exceptions import ReplayFailedError
 from ._output import OutputError, format_table, write_outputs
+from ._pd import pd_from_config
 from ._report import ReplayResult
 from ._runner import run
-from ._topology import Aggregated
+from ._topology import Aggregated, Topology
 
 __all__ = ("EXIT_FAILED", "EXIT_INTERNAL", "EXIT_OK", "EXIT_USAGE", "main")
 
@@ -151,10 +154,34 @@ def build_parser() -> argparse.ArgumentParser:
         help="a .toml or .json configuration file; options given here override it",
     )
     replay.add_argument(
+        "--topology",
+        choices=TOPOLOGIES,
+        help="aggregated engines, or pd: a prefill pool and a decode pool joined by a KV link "
+        "(default: aggregated)",
+    )
+    replay.add_argument(
         "--workers",
         type=_positive_int,
         metavar="N",
         help=f"number of aggregated engines (default: {DEFAULT_WORKERS})",
+    )
+    replay.add_argument(
+        "--prefill-workers",
+        type=_positive_int,
+        metavar="N",
+        help="pd topology: engines in the prefill pool (default: 1)",
+    )
+    replay.add_argument(
+        "--decode-workers",
+        type=_positive_int,
+        metavar="N",
+        help="pd topology: engines in the decode pool (default: 1)",
+    )
+    replay.add_argument(
+        "--kv-bandwidth-gbps",
+        type=_positive_float,
+        metavar="X",
+        help="pd topology: KV link bandwidth in GB/s (default: instant transfers)",
     )
     replay.add_argument(
         "--policy",
@@ -288,7 +315,11 @@ def _replay(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
     overrides = {
         "trace": args.trace,
         "format": args.format,
+        "topology": args.topology,
         "workers": args.workers,
+        "prefill_workers": args.prefill_workers,
+        "decode_workers": args.decode_workers,
+        "kv_bandwidth_gbps": args.kv_bandwidth_gbps,
         "policy": args.policy,
         "timing": args.timing,
         "gpu": args.gpu,
@@ -300,9 +331,22 @@ def _replay(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
     config = resolve_config(file_values, overrides, source=source)
     _check_output_dir(config.output_dir)
     workload = _read_workload(config)
-    topology = Aggregated(
-        workers=config.workers, engine=config.build_engine(), timing=config.build_timing()
-    )
+    topology: Topology
+    policy: Policy
+    if config.topology == "pd":
+        topology, pd_policy = pd_from_config(
+            config,
+            prefill_workers=config.prefill_workers,
+            decode_workers=config.decode_workers,
+            kv_bandwidth_gbps=config.kv_bandwidth_gbps,
+        )
+        # The pd topology supplies its own runtime, which drives this per-pool policy.
+        policy = cast("Policy", pd_policy)
+    else:
+        topology = Aggregated(
+            workers=config.workers, engine=config.build_engine(), timing=config.build_timing()
+        )
+        policy = config.build_policy()
     status = EXIT_OK
     failure: str | None = None
     try:
@@ -310,7 +354,7 @@ def _replay(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
             workload,
             options,
             topology=topology,
-            policy=config.build_policy(),
+            policy=policy,
             seed=config.seed,
             slo=config.slo,
             max_virtual_time_s=args.max_virtual_time_s,

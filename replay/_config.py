@@ -59,6 +59,7 @@ __all__ = (
     "DEFAULT_WORKERS",
     "POLICIES",
     "TIMINGS",
+    "TOPOLOGIES",
     "ComponentSpec",
     "ConfigError",
     "ReplayConfig",
@@ -94,7 +95,14 @@ _KEYS = (
     "output_dir",
     "gpu_memory_utilization",
     "engine",
+    "topology",
+    "prefill_workers",
+    "decode_workers",
+    "kv_bandwidth_gbps",
 )
+_PD_KEYS = ("prefill_workers", "decode_workers", "kv_bandwidth_gbps")
+TOPOLOGIES: tuple[str, ...] = ("aggregated", "pd")
+"""Topology names: ``aggregated`` engines, or ``pd`` (disaggregated prefill/decode pools)."""
 
 
 _T = TypeVar("_T")
@@ -280,6 +288,12 @@ class ReplayConfig:
         output_dir: where to write the report files, None to write none.
         gpu_memory_utilization: the share of GPU memory the engine may use for weights and KV.
         engine: :class:`engines.EngineConfig` fields given explicitly.
+        topology: ``aggregated`` (``workers`` engines) or ``pd`` (a prefill pool and a
+            decode pool joined by a KV link, REFERENCE-engine §6).
+        prefill_workers: engines in the prefill pool (``pd`` only).
+        decode_workers: engines in the decode pool (``pd`` only).
+        kv_bandwidth_gbps: the KV link's bandwidth in GB/s; None for instant transfers
+            (``pd`` only).
     """
 
     trace: str | None = None
@@ -294,6 +308,10 @@ class ReplayConfig:
     output_dir: str | None = None
     gpu_memory_utilization: float = DEFAULT_GPU_MEMORY_UTILIZATION
     engine: Mapping[str, Any] = attrs.field(factory=dict)
+    topology: str = "aggregated"
+    prefill_workers: int = 1
+    decode_workers: int = 1
+    kv_bandwidth_gbps: float | None = None
 
     def build_policy(self) -> policies.Policy:
         """A fresh policy object (policies keep state, so each run needs its own).
@@ -356,7 +374,15 @@ class ReplayConfig:
         out: dict[str, Any] = {
             "trace": self.trace,
             "format": self.format,
-            "workers": self.workers,
+            "topology": self.topology,
+        }
+        if self.topology == "pd":
+            out["prefill_workers"] = self.prefill_workers
+            out["decode_workers"] = self.decode_workers
+            out["kv_bandwidth_gbps"] = self.kv_bandwidth_gbps
+        else:
+            out["workers"] = self.workers
+        out |= {
             "policy": self.policy.as_json(),
             "timing": {"type": self.timing.name, **self.timing.options},
             "gpu": self.gpu,
@@ -505,8 +531,21 @@ def resolve_config(
             continue
         if key in ("trace", "output_dir", "format", "gpu", "model"):
             kwargs[key] = _str(value, where=where)
-        elif key == "workers":
+        elif key in ("workers", "prefill_workers", "decode_workers"):
             kwargs[key] = _int(value, where=where, minimum=1)
+        elif key == "topology":
+            if value not in TOPOLOGIES:
+                raise ConfigError(f"{where}: must be one of {', '.join(TOPOLOGIES)}, got {value!r}")
+            kwargs[key] = value
+        elif key == "kv_bandwidth_gbps":
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, int | float)
+                or not math.isfinite(value)
+                or value <= 0
+            ):
+                raise ConfigError(f"{where}: must be a finite number > 0 (GB/s), got {value!r}")
+            kwargs[key] = float(value)
         elif key == "seed":
             kwargs[key] = _int(value, where=where, minimum=0)
         elif key == "policy":
@@ -529,9 +568,18 @@ def resolve_config(
                         f"{where}: {name}: unknown engine field; known: {', '.join(sorted(known))}"
                     )
             kwargs[key] = dict(value)
+    topology = kwargs.get("topology", "aggregated")
+    for key, (where, value) in merged.items():
+        if value is None:
+            continue
+        if topology == "pd" and key == "workers":
+            raise ConfigError(f"{where}: not used by the pd topology (see prefill_workers)")
+        if topology == "aggregated" and key in _PD_KEYS:
+            raise ConfigError(f"{where}: only used with the pd topology")
     config = ReplayConfig(**kwargs)
     # Build once now so a bad name or option fails before any trace is read.
-    config.build_policy()
+    if config.topology == "aggregated":
+        config.build_policy()  # the pd topology builds its own per-pool policies
     config.build_timing()
     config.build_engine()
     return config

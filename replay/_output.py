@@ -24,6 +24,7 @@ import attrs
 from simclock import SimulationError
 
 from ._metrics import Distribution
+from ._pd_metrics import pd_phases
 from ._report import ReplayResult, RequestRecord, Summary
 
 __all__ = (
@@ -146,7 +147,14 @@ def summary_json(result: ReplayResult) -> dict[str, object]:
         "preemptions": s.preemptions,
         "engines": [_jsonable(e) for e in s.engines],
         "lifecycle_events": dict(result.evidence.event_counts),
-    }
+    } | _pd_section(result)
+
+
+def _pd_section(result: ReplayResult) -> dict[str, object]:
+    """``{"pd_phases": ...}`` for a run with prefill/decode handoffs, else nothing."""
+    if not any(r.handoff is not None for r in result.requests):
+        return {}
+    return {"pd_phases": pd_phases(result).as_dict()}
 
 
 def request_json(record: RequestRecord) -> dict[str, object]:
@@ -327,6 +335,19 @@ def format_table(result: ReplayResult) -> str:
         row(f"Mean {short} (ms)", _num(d.mean))
         row(f"Median {short} (ms)", _num(d.p50))
         row(f"P99 {short} (ms)", _num(d.p99))
+    if any(r.handoff is not None for r in result.requests):
+        phases = pd_phases(result)
+        title("Prefill/decode phases (mean / P99 ms)")
+        for label, name in (
+            ("Prefill queueing", "prefill_queueing_ms"),
+            ("Prefill compute", "prefill_compute_ms"),
+            ("Reservation wait", "reservation_wait_ms"),
+            ("KV transfer", "transfer_ms"),
+            ("Decode queueing", "decode_queueing_ms"),
+            ("Decode first pass", "decode_first_pass_ms"),
+        ):
+            d = getattr(phases, name)
+            row(f"{label} (ms)", f"{_num(d.mean)} / {_num(d.p99)}")
     if s.engines:
         title("Engines")
         for e in s.engines:
@@ -345,14 +366,17 @@ def format_table(result: ReplayResult) -> str:
 
 
 def _setup_text(config: Mapping[str, object]) -> str:
-    """``4 engines, round_robin, RooflineTiming`` from the runner's configuration echo."""
+    """``4 engines, RooflineTiming, round_robin`` from the runner's configuration echo."""
     parts: list[str] = []
     topology = config.get("topology")
     if isinstance(topology, Mapping):
         workers = topology.get("workers")
         if isinstance(workers, int):
             parts.append(f"{workers} engine{'s' if workers != 1 else ''}")
-        timing = topology.get("timing")
+        prefill, decode = topology.get("prefill_workers"), topology.get("decode_workers")
+        if isinstance(prefill, int) and isinstance(decode, int):
+            parts.append(f"{prefill} prefill + {decode} decode engines")
+        timing = topology.get("timing", topology.get("prefill_timing"))
         if isinstance(timing, Mapping) and isinstance(timing.get("type"), str):
             parts.append(str(timing["type"]))
     policy = config.get("policy")

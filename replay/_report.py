@@ -247,8 +247,9 @@ class EngineSummary:
         busy_ms: total virtual time spent in passes.
         utilisation: ``busy_ms`` divided by the run's duration (None without a duration).
         passes: how many passes ran.
-        preemptions: preemptions of requests held by this engine.
-        completed: requests completed on this engine.
+        preemptions: preemptions of requests held by this engine (in a prefill/decode
+            topology, of requests whose decode engine it is).
+        completed: requests completed on this engine (their decode engine, with P/D).
     """
 
     index: int
@@ -778,6 +779,14 @@ def _event_counts(
     return dict(sorted(counts.items()))
 
 
+def _owner(record: RequestRecord) -> int | None:
+    """The engine a request's completion and preemptions count on: its decode engine once a
+    prefill/decode handoff reached one, else the engine it was placed on."""
+    if record.handoff is not None and record.handoff.decode_worker is not None:
+        return record.handoff.decode_worker
+    return record.engine
+
+
 def _engine_summaries(
     records: Sequence[RequestRecord],
     usage: Sequence[EngineUsage],
@@ -785,15 +794,16 @@ def _engine_summaries(
 ) -> tuple[EngineSummary, ...]:
     by_index = {u.index: u for u in usage}
     indices = set(by_index)
-    indices.update(r.engine for r in records if r.engine is not None)
+    owners = [_owner(r) for r in records]
+    indices.update(owner for owner in owners if owner is not None)
     preemptions = dict.fromkeys(indices, 0)
     completed = dict.fromkeys(indices, 0)
-    for record in records:
-        if record.engine is None:
+    for record, owner in zip(records, owners, strict=True):
+        if owner is None:
             continue
-        preemptions[record.engine] += record.num_preemptions
+        preemptions[owner] += record.num_preemptions
         if record.status == "completed":
-            completed[record.engine] += 1
+            completed[owner] += 1
     summaries = []
     for index in sorted(indices):
         u = by_index.get(index)

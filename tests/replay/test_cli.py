@@ -418,3 +418,54 @@ def test_usage_errors_name_the_command_they_belong_to(
     err = capsys.readouterr().err
     assert err.startswith(message)
     assert err.count("\n") == 1
+
+
+def test_pd_topology_flags_build_two_pools_and_report_their_phases(
+    small_trace: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    args = ["replay", str(small_trace), "--topology", "pd", "--prefill-workers", "1"]
+    args += ["--decode-workers", "2", "--kv-bandwidth-gbps", "50", "--output-dir", str(out)]
+    assert main([*args, "--progress", "none"]) == EXIT_OK
+    table = capsys.readouterr().out
+    assert "1 prefill + 2 decode engines, RooflineTiming, round_robin" in table
+    assert "KV transfer (ms):" in table
+    config = json.loads((out / "config.json").read_text())
+    assert config["topology"]["type"] == "pd"
+    assert (config["topology"]["prefill_workers"], config["topology"]["decode_workers"]) == (1, 2)
+    assert config["topology"]["link"]["bandwidth_gbps"] == 50.0
+    assert config["config"]["topology"] == "pd"
+    assert "workers" not in config["config"]
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["status_counts"]["completed"] == 20
+    assert summary["pd_phases"]["transfer_ms"]["count"] == 20
+    assert [e["completed"] for e in summary["engines"]] == [0, 10, 10]
+    record = json.loads((out / "requests.jsonl").read_text().splitlines()[0])
+    assert record["handoff"]["prefill_worker"] == 0
+    assert record["handoff"]["decode_worker"] in (1, 2)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--topology", "pd", "--workers", "3"],
+            "simclock replay: error: --workers: not used by the pd topology (see prefill_workers)",
+        ),
+        (
+            ["--decode-workers", "2"],
+            "simclock replay: error: --decode-workers: only used with the pd topology",
+        ),
+        (
+            ["--topology", "mesh"],
+            "simclock replay: error: argument --topology: invalid choice: 'mesh'",
+        ),
+    ],
+)
+def test_pd_flag_misuse_is_a_usage_error(
+    args: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["replay", *args]) == EXIT_USAGE
+    err = capsys.readouterr().err
+    assert err.startswith(message)
+    assert err.count("\n") == 1

@@ -226,3 +226,39 @@ def test_load_config_file_accepts_a_utf8_bom_json(tmp_path: Path) -> None:
     path = tmp_path / "run.json"
     path.write_bytes(b'\xef\xbb\xbf{"workers": 2}')
     assert load_config_file(path) == {"workers": 2}
+
+
+def test_pd_keys_resolve_and_echo_without_workers() -> None:
+    config = resolve_config(
+        {"topology": "pd", "prefill_workers": 2, "decode_workers": 3, "kv_bandwidth_gbps": 40}
+    )
+    assert (config.topology, config.prefill_workers, config.decode_workers) == ("pd", 2, 3)
+    assert config.kv_bandwidth_gbps == 40.0
+    echo = config.as_json()
+    assert "workers" not in echo
+    assert resolve_config(echo) == config
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"topology": "ring"}, "run.toml: topology: must be one of aggregated, pd, got 'ring'"),
+        (
+            {"topology": "pd", "kv_bandwidth_gbps": 0},
+            "run.toml: kv_bandwidth_gbps: must be a finite number > 0 (GB/s), got 0",
+        ),
+        (
+            {"topology": "pd", "prefill_workers": 0},
+            "run.toml: prefill_workers: must be an integer >= 1, got 0",
+        ),
+        ({"prefill_workers": 2}, "run.toml: prefill_workers: only used with the pd topology"),
+        (
+            {"topology": "pd", "workers": 2},
+            "run.toml: workers: not used by the pd topology (see prefill_workers)",
+        ),
+    ],
+)
+def test_bad_pd_values_name_the_file_and_key(values: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        resolve_config(values, source="run.toml")
+    assert str(info.value) == message

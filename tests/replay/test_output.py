@@ -237,3 +237,22 @@ def test_console_table_lists_statuses_metrics_and_engines() -> None:
     assert "79.50" in table
     assert "Engine 1 utilisation (%):" in table
     assert "Request goodput (req/s) [ttft=100]:" in table
+
+
+def test_pd_phases_appear_only_for_runs_with_handoffs(tmp_path: Path) -> None:
+    write_outputs(_result(), tmp_path / "agg")
+    assert "pd_phases" not in json.loads((tmp_path / "agg" / "summary.json").read_text())
+    trace = completed("a", arrival_ms=0, tokens_ms=[65.3687, 75.3687])
+    trace.prefill_worker, trace.decode_worker = 0, 1
+    trace.prefill_admit_ns, trace.prefill_done_ns = 0, 50 * MS
+    trace.destination_reserved_ns = 50 * MS
+    trace.transfer_done_ns = trace.decode_admit_ns = 55_368_700
+    result = finalize(journal_of(trace), workload=workload_of(["a"]), meta=RunMeta(seed=0))
+    write_outputs(result, tmp_path / "pd")
+    phases = json.loads((tmp_path / "pd" / "summary.json").read_text())["pd_phases"]
+    assert phases["prefill_compute_ms"]["mean"] == 50.0
+    assert phases["transfer_ms"]["mean"] == pytest.approx(5.3687)
+    assert phases["decode_first_pass_ms"]["mean"] == pytest.approx(10.0)
+    engines = [(e.index, e.completed) for e in result.summary.engines]
+    assert engines == [(1, 1)]  # counted on the decode engine
+    assert "KV transfer (ms):" in format_table(result)
