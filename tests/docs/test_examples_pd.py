@@ -6,6 +6,7 @@ from __future__ import annotations
 import runpy
 import sys
 from pathlib import Path
+from xml.etree import ElementTree
 
 import pytest
 
@@ -49,6 +50,8 @@ def test_the_pd_figure_is_generated_by_its_example() -> None:
     assert svg.startswith('<svg xmlns="http://www.w3.org/2000/svg"')
     assert svg.count("<title>KV transfer:") == 6  # one transfer per request
     assert "r1 P1 \u2192 D2" in svg
+    root = ElementTree.fromstring(svg)  # well-formed XML
+    assert root.tag == "{http://www.w3.org/2000/svg}svg"
 
 
 def test_the_example_writes_the_figure_to_a_given_path(
