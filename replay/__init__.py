@@ -7,8 +7,16 @@
 
 from __future__ import annotations
 
+from ._cli_debug import DebugOptions as DebugOptions
+from ._cli_debug import run_observed as run_observed
+from ._config import DEFAULT_GPU as DEFAULT_GPU
+from ._config import DEFAULT_MODEL as DEFAULT_MODEL
+from ._config import DEFAULT_POLICY as DEFAULT_POLICY
+from ._config import DEFAULT_TIMING as DEFAULT_TIMING
+from ._config import DEFAULT_WORKERS as DEFAULT_WORKERS
 from ._config import POLICIES as POLICIES
 from ._config import TIMINGS as TIMINGS
+from ._config import TOPOLOGIES as TOPOLOGIES
 from ._config import ComponentSpec as ComponentSpec
 from ._config import ConfigError as ConfigError
 from ._config import ReplayConfig as ReplayConfig
@@ -19,6 +27,9 @@ from ._config import resolve_config as resolve_config
 from ._exceptions import ReplayError as ReplayError
 from ._exceptions import ReplayFailedError as ReplayFailedError
 from ._exceptions import WorkloadValidationError as WorkloadValidationError
+from ._inspect import format_workload_stats as format_workload_stats
+from ._inspect import inspect_trace as inspect_trace
+from ._inspect import workload_stats_json as workload_stats_json
 from ._metrics import PERCENTILES as PERCENTILES
 from ._metrics import SLO as SLO
 from ._metrics import Distribution as Distribution
@@ -30,6 +41,19 @@ from ._output import format_table as format_table
 from ._output import request_json as request_json
 from ._output import summary_json as summary_json
 from ._output import write_outputs as write_outputs
+from ._pd import PLACEMENT_ORDERS as PLACEMENT_ORDERS
+from ._pd import TRANSFER_MODES as TRANSFER_MODES
+from ._pd import Disaggregated as Disaggregated
+from ._pd import KVLink as KVLink
+from ._pd import PDConfigError as PDConfigError
+from ._pd import PDRuntime as PDRuntime
+from ._pd import PlacementOrder as PlacementOrder
+from ._pd import TransferMode as TransferMode
+from ._pd import handoff_timeline_svg as handoff_timeline_svg
+from ._pd import pd_from_config as pd_from_config
+from ._pd import pd_topology_from_options as pd_topology_from_options
+from ._pd_metrics import PDPhases as PDPhases
+from ._pd_metrics import pd_phases as pd_phases
 from ._prepare import PreparedWorkload as PreparedWorkload
 from ._prepare import normalize_block_ids as normalize_block_ids
 from ._prepare import prepare as prepare
@@ -56,6 +80,14 @@ from ._report import finalize as finalize
 from ._runner import SEED_STREAMS as SEED_STREAMS
 from ._runner import RunJournal as RunJournal
 from ._runner import run as run
+from ._session import Breakpoint as Breakpoint
+from ._session import EngineState as EngineState
+from ._session import PolicyState as PolicyState
+from ._session import ReplaySession as ReplaySession
+from ._session import RequestState as RequestState
+from ._session import Stop as Stop
+from ._session import describe_event as describe_event
+from ._session import format_ns as format_ns
 from ._timeline import EngineCounters as EngineCounters
 from ._timeline import Timeline as Timeline
 from ._timeline import TimelineFilter as TimelineFilter
@@ -65,27 +97,45 @@ from ._topology import Aggregated as Aggregated
 from ._topology import Topology as Topology
 
 __all__ = (
+    "DEFAULT_GPU",
+    "DEFAULT_MODEL",
+    "DEFAULT_POLICY",
+    "DEFAULT_TIMING",
+    "DEFAULT_WORKERS",
     "OUTPUT_FILES",
     "PERCENTILES",
+    "PLACEMENT_ORDERS",
     "POLICIES",
     "SCHEMA_VERSION",
     "SEED_STREAMS",
     "SLO",
     "TERMINAL_STATUSES",
     "TIMINGS",
+    "TOPOLOGIES",
+    "TRANSFER_MODES",
     "AdmissionRecord",
     "Aggregated",
+    "Breakpoint",
     "ComponentSpec",
     "ConfigError",
+    "DebugOptions",
+    "Disaggregated",
     "Distribution",
     "EngineCounters",
+    "EngineState",
     "EngineSummary",
     "EngineUsage",
     "EventCounter",
     "Goodput",
     "Handoff",
+    "KVLink",
     "LifecycleEvidence",
     "OutputError",
+    "PDConfigError",
+    "PDPhases",
+    "PDRuntime",
+    "PlacementOrder",
+    "PolicyState",
     "PreparedWorkload",
     "Progress",
     "ProgressMode",
@@ -93,32 +143,46 @@ __all__ = (
     "ReplayError",
     "ReplayFailedError",
     "ReplayResult",
+    "ReplaySession",
     "RequestRecord",
+    "RequestState",
     "RunJournal",
     "RunMeta",
     "SLOError",
+    "Stop",
     "Summary",
     "TerminalStatus",
     "Timeline",
     "TimelineFilter",
     "TimelineRecorder",
     "Topology",
+    "TransferMode",
     "WorkloadValidationError",
     "config_json",
+    "describe_event",
     "finalize",
+    "format_ns",
     "format_table",
     "format_virtual_time",
+    "format_workload_stats",
+    "handoff_timeline_svg",
+    "inspect_trace",
     "kv_blocks_for",
     "load_config_file",
     "make_progress",
     "normalize_block_ids",
     "parse_spec",
+    "pd_from_config",
+    "pd_phases",
+    "pd_topology_from_options",
     "prepare",
     "request_json",
     "resolve_config",
     "run",
+    "run_observed",
     "summary_json",
     "timeline_from_events",
     "validate_requests",
+    "workload_stats_json",
     "write_outputs",
 )
