@@ -38,7 +38,7 @@ import simclock
 from engines import Engine, EventKind, Journal, LifecycleEvent, RequestTrace
 from loadgen import LoadMode, Workload
 from policies import Policy, policy_name
-from simclock import get_logger
+from simclock import get_logger, log_context
 
 from ._exceptions import ReplayFailedError, WorkloadValidationError
 from ._metrics import SLO
@@ -349,6 +349,7 @@ class ReplaySession:
     _slo: SLO | None
     _echo: dict[str, Any]
     _history_on: bool = True
+    _run_id: str = "replay"
     _loop: simclock.VirtualEventLoop = attrs.field(init=False)
     _main: asyncio.Task[None] = attrs.field(init=False)
     _breakpoints: list[Breakpoint] = attrs.field(factory=list, init=False)
@@ -369,7 +370,8 @@ class ReplaySession:
         self._run.build()
         if self._history_on:
             self._run.journal.subscribe(self._on_event)
-        self._main = self._loop.create_task(self._run.main(), name="replay")
+        with log_context(run_id=self._run_id):  # every task of the run inherits it
+            self._main = self._loop.create_task(self._run.main(), name="replay")
         self._main.add_done_callback(_stop_loop)
 
     @classmethod
@@ -387,6 +389,7 @@ class ReplaySession:
         keep_events: bool = False,
         config: Mapping[str, object] | None = None,
         history: bool = True,
+        run_id: str | None = None,
     ) -> ReplaySession:
         """Build a replay exactly as :func:`replay.run` would, without running anything.
 
@@ -406,6 +409,8 @@ class ReplaySession:
                 events, which the report's lifecycle-event counts then include; with
                 ``history=False`` the run is observed exactly as :func:`replay.run` observes
                 it, and only instants and predicates can stop it.
+            run_id: the ``run_id`` bound to every log event of the run (default
+                ``"<workload source>#<seed>"``).
 
         Returns:
             The session, at virtual time 0 with nothing run.
@@ -448,7 +453,8 @@ class ReplaySession:
             echo["load"] = _jsonable(attrs.asdict(load))
         if config:
             echo["config"] = dict(config)
-        return cls(run, workload, seed, slo, echo, history)
+        rid = f"{workload.source}#{seed}" if run_id is None else run_id
+        return cls(run, workload, seed, slo, echo, history, rid)
 
     # -- recording ------------------------------------------------------------------------
 

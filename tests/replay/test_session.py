@@ -10,7 +10,7 @@ import pytest
 
 from engines import EngineConfig, EventKind, FixedTiming
 from loadgen import ArrivalRule, Request, Workload, read_trace
-from policies import LeastLoaded, RoundRobin
+from policies import LeastLoaded, PolicyContext, RequestStream, RoundRobin
 from policies._pd import PDPolicy
 from replay._output import write_outputs
 from replay._pd import Disaggregated, KVLink
@@ -18,6 +18,8 @@ from replay._report import ReplayResult
 from replay._runner import run
 from replay._session import ReplaySession, describe_event
 from replay._topology import Aggregated
+from simclock import get_logger, log_context
+from simclock.testing import capture_logs
 
 MS = 1_000_000
 ONE_ENGINE = Aggregated(
@@ -292,3 +294,30 @@ def test_a_prefill_decode_session_steps_through_the_handoff(tmp_path: Path) -> N
     assert s.run_until_request("a", "first_token").now_ns == 65_368_709
     expected = run(workload, topology=topology, policy=PDPolicy())
     assert output_bytes(s.run(), tmp_path / "session") == output_bytes(expected, tmp_path / "run")
+
+
+class LoggingPolicy:
+    """Round robin that logs each placement (library code logs like this)."""
+
+    name = "logging"
+
+    async def run(self, requests: RequestStream, ctx: PolicyContext) -> None:
+        log = get_logger("policies.example")
+        async for request in requests:
+            with log_context(request_id=request.id):
+                await ctx.dispatch(request, 0)
+                log.info("placed", engine=0)
+
+
+def test_log_events_carry_the_run_id_the_request_and_the_virtual_time() -> None:
+    s = ReplaySession.build(
+        preemption_workload(), topology=ONE_ENGINE, policy=LoggingPolicy(), seed=4
+    )
+    with capture_logs(level="info") as events:
+        s.run()
+    placed = [
+        (e["run_id"], e["request_id"], e["virtual_time_ns"])
+        for e in events
+        if e["event"] == "placed"
+    ]
+    assert placed == [("ex#4", "A", 0), ("ex#4", "B", 1 * MS)]
