@@ -105,7 +105,8 @@ specs:
                 decode_context, decode_ms
 
 config file (--config run.toml or run.json): a table with the same keys as the options
-  (trace, format, workers, policy, timing, gpu, model, seed, slo, output_dir), plus
+  (trace, format, topology, workers, prefill_workers, decode_workers, kv_bandwidth_gbps,
+  policy, timing, gpu, model, seed, slo, output_dir), plus
   gpu_memory_utilization and an [engine] table of engine settings (num_blocks, block_size,
   max_num_batched_tokens, max_num_seqs, enable_chunked_prefill, enable_prefix_caching,
   context_length, watermark_fraction). Options given on the command line win. The
