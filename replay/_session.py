@@ -20,7 +20,7 @@ The session works from a plain REPL or ``pdb`` (no loop runs outside); inside a 
 event loop (an async test) use the awaitable variants (:meth:`astep`, :meth:`arun_until`,
 :meth:`arun_until_request`, :meth:`aresume`, :meth:`arun`). Stepping changes nothing: a
 session stepped to the end gives the same report, byte for byte, as :func:`replay.run` on
-the same inputs with the same ``keep_events``.
+the same inputs.
 """
 
 from __future__ import annotations
@@ -406,9 +406,9 @@ class ReplaySession:
             config: extra configuration to echo in the report.
             history: watch the journal (request history, request states, event and
                 request breakpoints). Watching makes the engines record their per-token
-                events, which the report's lifecycle-event counts then include; with
-                ``history=False`` the run is observed exactly as :func:`replay.run` observes
-                it, and only instants and predicates can stop it.
+                events (slower; the report does not change); with ``history=False`` the run
+                is observed exactly as :func:`replay.run` observes it, and only instants and
+                predicates can stop it.
             run_id: the ``run_id`` bound to every log event of the run (default
                 ``"<workload source>#<seed>"``).
 
