@@ -13,6 +13,7 @@ any file this call already renamed are removed, so no partial output remains.
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import secrets
@@ -264,9 +265,9 @@ def write_outputs(result: ReplayResult, out_dir: str | os.PathLike[str]) -> tupl
     return tuple(directory / name for name in OUTPUT_FILES)
 
 
-def _write(handle: object, data: bytes) -> None:
+def _write(handle: io.BufferedWriter, data: bytes) -> None:
     """Write ``data`` to an open binary file (a seam the tests use to inject a failure)."""
-    handle.write(data)  # type: ignore[attr-defined]
+    handle.write(data)
 
 
 def _remove_dirs(created: list[Path]) -> None:
