@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+import simclock
 from engines import EngineConfig, EventKind, FixedTiming
 from loadgen import ArrivalRule, Request, Workload, read_trace
 from policies import LeastLoaded, PolicyContext, RequestStream, RoundRobin
@@ -321,3 +323,15 @@ def test_log_events_carry_the_run_id_the_request_and_the_virtual_time() -> None:
         if e["event"] == "placed"
     ]
     assert placed == [("ex#4", "A", 0), ("ex#4", "B", 1 * MS)]
+
+
+def test_awaitable_variants_work_inside_a_virtual_loop_too() -> None:
+    s = session()
+
+    async def main() -> int:
+        await asyncio.sleep(5.0)  # the outer virtual clock moves; the session's does not
+        stop = await s.arun_until(time_s=0.25)
+        return stop.now_ns
+
+    assert simclock.run(main()) == 250 * MS
+    assert s.now_ns == 250 * MS
