@@ -432,7 +432,7 @@ class ReplaySession:
                     f"max_virtual_time_s: must be finite and > 0, got {max_virtual_time_s!r}"
                 )
             load = attrs.evolve(load, max_virtual_time_s=max_virtual_time_s)
-        prepared = prepare(workload, engine_block_size=topology.block_size)
+        prepared = prepare(workload, engine_block_size=topology.block_size, tokenizer=tokenizer)
         seeds = tuple(np.random.SeedSequence(seed).spawn(len(SEED_STREAMS)))
         run = _Run(
             prepared, topology, policy, seeds, tokenizer, None, keep_events, seed=seed, load=load

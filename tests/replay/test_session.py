@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 
 import simclock
-from engines import EngineConfig, EventKind, FixedTiming
+from engines import EngineConfig, EventKind, FixedTiming, TokenizerStage
 from loadgen import ArrivalRule, Request, Workload, read_trace
 from policies import LeastLoaded, PolicyContext, RequestStream, RoundRobin
 from policies._pd import PDPolicy
+from replay._metrics import SLO
 from replay._output import write_outputs
 from replay._pd import Disaggregated, KVLink
 from replay._report import ReplayResult
@@ -335,3 +336,19 @@ def test_awaitable_variants_work_inside_a_virtual_loop_too() -> None:
 
     assert simclock.run(main()) == 250 * MS
     assert s.now_ns == 250 * MS
+
+
+def test_every_run_option_reaches_the_report_as_run_gives_it(tmp_path: Path) -> None:
+    options: dict[str, object] = {
+        "topology": ONE_ENGINE,
+        "seed": 9,
+        "tokenizer": TokenizerStage(workers=1, base_ms=5.0, per_input_token_us=10.0),
+        "max_virtual_time_s": 1.0,
+        "config": {"note": "echoed"},
+        "slo": SLO(ttft_ms=100.0),
+    }
+    expected = run(preemption_workload(), policy=RoundRobin(), **options)
+    s = ReplaySession.build(preemption_workload(), policy=RoundRobin(), **options)
+    _OPEN.append(s)
+    s.run_until(time_s=0.5)
+    assert output_bytes(s.run(), tmp_path / "session") == output_bytes(expected, tmp_path / "run")
