@@ -22,6 +22,8 @@ __all__ = ("ROOT_KEY", "BlockKeyer", "Content", "block_content")
 #: The parent of block 0's key.
 ROOT_KEY = 0
 
+_MASK64 = (1 << 64) - 1
+
 #: A block's content: a bare content id, or a run-length tuple of ``(id, count)`` prompt runs
 #: and ``(request_id, first_output_index, count)`` output runs.
 Content = int | tuple[tuple[object, ...], ...]
@@ -91,15 +93,22 @@ class BlockKeyer:
     order of the calls, never on ``hash()``.
     """
 
-    _keys: dict[tuple[int, Content], int] = attrs.field(factory=dict, init=False)
+    # (parent, content) -> key; a bare int64 content id is packed with its parent into one
+    # int (half the memory of a tuple, and most blocks have a bare id)
+    _keys: dict[int | tuple[int, Content], int] = attrs.field(factory=dict, init=False)
 
     def __len__(self) -> int:
         """The number of distinct keys interned so far."""
         return len(self._keys)
 
     def key(self, parent: int, content: Content) -> int:
-        """Return the key of a block with ``content`` after the prefix keyed ``parent``."""
-        pair = (parent, content)
+        """Return the key of a block with ``content`` after the prefix keyed ``parent``.
+
+        Args:
+            parent: the key of the previous block (``ROOT_KEY`` = 0 for block 0).
+            content: a bare content id (an int64) or a run-length tuple.
+        """
+        pair = (parent << 64) | (content & _MASK64) if type(content) is int else (parent, content)
         key = self._keys.get(pair)
         if key is None:
             key = len(self._keys) + 1
@@ -108,7 +117,8 @@ class BlockKeyer:
 
     def peek(self, parent: int, content: Content) -> int | None:
         """Return the key of ``(parent, content)`` if it was ever interned, else ``None``."""
-        return self._keys.get((parent, content))
+        pair = (parent << 64) | (content & _MASK64) if type(content) is int else (parent, content)
+        return self._keys.get(pair)
 
     def block_keys(self, request: Request, block_size: int) -> tuple[int, ...]:
         """Return the chained keys of the full prompt blocks of ``request``.

@@ -65,3 +65,20 @@ def test_equal_token_content_gives_equal_keys_at_any_block_sizes(
     b = keyer.block_keys(req("b", prompt, 1, hash_ids=tokens, trace_block=1), engine_block)
     assert a == b
     assert len(a) == prompt // engine_block
+
+
+def test_distinct_parent_and_content_pairs_get_distinct_keys() -> None:
+    keyer = BlockKeyer()
+    pairs = [
+        (0, 0),
+        (0, 1),
+        (1, 0),
+        (0, -1),
+        (1, -1),
+        (0, 2**63 - 1),
+        (0, -(2**63)),
+        (0, ((0, 4),)),
+    ]
+    keys = [keyer.key(p, c) for p, c in pairs]  # type: ignore[arg-type]
+    assert keys == list(range(1, len(pairs) + 1))
+    assert [keyer.peek(p, c) for p, c in pairs] == keys  # type: ignore[arg-type]
