@@ -48,7 +48,9 @@ __all__ = ("SEED_STREAMS", "RunJournal", "run")
 SEED_STREAMS = ("policy", "driver", "topology")
 """The child seed streams of a run, in spawn order: ``SeedSequence(seed).spawn(3)``."""
 
-_TERMINAL_KINDS = frozenset({EventKind.FINISHED, EventKind.REJECTED, EventKind.FAILED})
+_FINISHED = EventKind.FINISHED
+_REJECTED = EventKind.REJECTED
+_FAILED = EventKind.FAILED
 
 StopReason = Literal["done", "failed", "cutoff", "quiescent"]
 
@@ -69,10 +71,13 @@ class RunJournal(Journal):
     def record(self, event: LifecycleEvent) -> None:
         """Record ``event`` (see :meth:`engines.Journal.record`), count it, and report it to
         :attr:`on_terminal` when it is terminal."""
-        super().record(event)
-        name = event.kind.value
-        self._counts[name] = self._counts.get(name, 0) + 1
-        if event.kind in _TERMINAL_KINDS and self.on_terminal is not None:
+        Journal.record(self, event)
+        kind = event.kind
+        # Keyed by the member's value (a str): hashing enum members runs Python code.
+        name: str = kind._value_
+        counts = self._counts
+        counts[name] = counts.get(name, 0) + 1
+        if (kind is _FINISHED or kind is _REJECTED or kind is _FAILED) and self.on_terminal:
             self.on_terminal(event)
 
     def event_counts(self) -> Mapping[str, int]:
