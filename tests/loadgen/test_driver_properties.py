@@ -110,3 +110,114 @@ def _check_concurrency(workload: Workload, run: FakeRun, limit: int) -> None:
     for at, _ in spans.values():
         active = sum(1 for a, b in spans.values() if a <= at < b)
         assert active <= limit
+
+
+@st.composite
+def corpora(draw: st.DrawFn) -> Workload:
+    """Agentic workloads: a few plays, each a main chain with an optional side branch."""
+    requests: list[Request] = []
+    plays: list[loadgen.Play] = []
+    for p in range(draw(st.integers(1, 3))):
+        play_id = f"c:P{p}"
+        start = len(requests)
+        calls = draw(st.integers(1, 5))
+        for k in range(calls):
+            after: tuple[Dep, ...] = ()
+            if k:
+                after = (Dep(f"{play_id}/main/{k - 1}", "completion", 100.0),)
+            requests.append(
+                Request(
+                    id=f"{play_id}/main/{k}",
+                    input_length=64,
+                    output_length=1,
+                    block_size=64,
+                    hash_ids=[start + k],
+                    arrival=ArrivalRule(not_before_ms=float(1000 * k), after=after),
+                    identity=Identity(
+                        conversation_id=f"{play_id}/main", turn_index=k, play_id=play_id
+                    ),
+                    recorded_service_ms=50.0,
+                )
+            )
+        if draw(st.booleans()):
+            requests.append(
+                Request(
+                    id=f"{play_id}/a/0",
+                    input_length=64,
+                    output_length=1,
+                    block_size=64,
+                    hash_ids=[start + calls],
+                    arrival=ArrivalRule(
+                        not_before_ms=1.0, after=(Dep(f"{play_id}/main/0", "start", 1.0),)
+                    ),
+                    identity=Identity(
+                        conversation_id=f"{play_id}/a", turn_index=0, play_id=play_id
+                    ),
+                )
+            )
+        plays.append(
+            loadgen.Play(
+                id=play_id,
+                request_indices=tuple(range(start, len(requests))),
+                conversations=(f"{play_id}/main",),
+                content_ids=(start, len(requests)),
+            )
+        )
+    return Workload(requests=tuple(requests), source="c", format="test", plays=tuple(plays))
+
+
+lane_modes = st.sampled_from(
+    [
+        LoadMode(),
+        LoadMode(lanes=1),
+        LoadMode(lanes=2),
+        LoadMode(lanes=4),
+        LoadMode(lanes=2, snapshots=True, snapshot_seed=3),
+        LoadMode(lanes=1, snapshots=True, warmup=True, warmup_repeats=2),
+        LoadMode(lanes=2, snapshots=True, profile=loadgen.Profile(duration_s=5, grace_s=0.1)),
+    ]
+)
+
+
+@settings(
+    max_examples=60,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+    phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.shrink],
+)
+@given(corpora(), lane_modes, st.data())
+def test_play_accounting_is_complete(
+    workload: Workload, mode: LoadMode, data: st.DataObject
+) -> None:
+    ids = [r.id.replace("c:", "") for r in workload.requests]
+    fail = data.draw(st.lists(st.sampled_from(ids), max_size=2))
+    service = float(data.draw(st.integers(1, 1500)))
+    run = FakeRun(workload, mode=mode, service_ms=lambda r: service)
+    run.reject = frozenset(
+        f"c:{rid.split('/')[0]}#{k}/{rid.split('/', 1)[1]}" if mode.lanes else f"c:{rid}"
+        for rid in fail
+        for k in range(3)
+    )
+    run.quiescent = lambda: True
+    report = run.run()
+    outcomes = report.requests
+    seen = [o.request_id for o in outcomes]
+    assert len(seen) == len(set(seen))
+    assert not set(seen) & set(report.history)
+    assert {o.status for o in outcomes} <= set(loadgen.TERMINAL_STATUSES)
+    # Every released request is accounted once, and every started instance's requests too.
+    assert set(run.released) <= set(seen)
+    for play in report.plays:
+        mine = [o for o in outcomes if o.play_id == play.instance_id]
+        statuses = {o.status for o in mine}
+        if play.outcome == "completed":
+            assert statuses == {"completed"}
+        if play.outcome == "failed":
+            assert "rejected" in statuses
+    if mode.lanes:
+        active: list[tuple[float, float]] = []
+        for play in report.plays:
+            if play.first_release_ns is not None and play.last_terminal_ns is not None:
+                active.append((play.first_release_ns, play.last_terminal_ns))
+        for start, _ in active:
+            assert sum(1 for a, b in active if a <= start < b) <= mode.lanes
