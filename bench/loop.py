@@ -31,12 +31,13 @@ import argparse
 import asyncio
 import collections
 import cProfile
+import functools
 import heapq
 import pstats
 import statistics
 import sys
 import time
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Coroutine, Generator
 from typing import Any
 
 import numpy as np
@@ -325,11 +326,20 @@ def simpy_runners() -> dict[str, Callable[[Any], Result]] | None:
 # --------------------------------------------------------------------------- driver
 
 
+def run_async(
+    runner: Callable[[Any], Result],
+    make: Callable[[bool, bool], Coroutine[Any, Any, Result]],
+    zero: bool,
+    ns_api: bool,
+) -> Result:
+    return runner(make(zero, ns_api))
+
+
 def build(scale: float) -> dict[str, dict[str, Callable[[], Result]]]:
     tdelays = timer_delays(scale)
     fdelays = fanin_delays(scale)
     messages = pingpong_messages(scale)
-    asyncs = {
+    asyncs: dict[str, Callable[[bool, bool], Coroutine[Any, Any, Result]]] = {
         "timers": lambda zero, ns: timers_async(tdelays, zero, ns),
         "ping-pong": lambda zero, ns: pingpong_async(messages, zero, ns),
         "fan-in": lambda zero, ns: fanin_async(fdelays, zero, ns),
@@ -344,13 +354,13 @@ def build(scale: float) -> dict[str, dict[str, Callable[[], Result]]]:
     table: dict[str, dict[str, Callable[[], Result]]] = {}
     for name, make in asyncs.items():
         runners: dict[str, Callable[[], Result]] = {
-            "simclock": lambda make=make: simclock.run(make(False, False)),
-            "simclock-ns": lambda make=make: simclock.run(make(False, True)),
-            "asyncio": lambda make=make: asyncio.run(make(True, False)),
+            "simclock": functools.partial(run_async, simclock.run, make, False, False),
+            "simclock-ns": functools.partial(run_async, simclock.run, make, False, True),
+            "asyncio": functools.partial(run_async, asyncio.run, make, True, False),
             "heapq": floors[name],
         }
         if sp is not None:
-            runners["simpy"] = lambda name=name: sp[name](args[name])
+            runners["simpy"] = functools.partial(sp[name], args[name])
         table[name] = runners
     return table
 
