@@ -351,10 +351,7 @@ class _Run:
 
     def engine_usage(self) -> tuple[EngineUsage, ...]:
         return tuple(
-            # Engines that track their busy time expose ``busy_ns``; others report 0.
-            EngineUsage(
-                index=engine.index, busy_ns=getattr(engine, "busy_ns", 0), passes=engine.passes
-            )
+            EngineUsage(index=engine.index, busy_ns=engine.busy_ns, passes=engine.passes)
             for engine in self.engines
         )
 

@@ -253,3 +253,10 @@ def test_an_engine_failure_ends_the_run_with_a_report() -> None:
         run(workload([req("a")]), topology=topo, policy=RoundRobin(), seed=0)
     assert isinstance(info.value.__cause__, PassTimingError)
     assert statuses(info.value.result) == {"a": "incomplete"}
+
+
+def test_engine_usage_reports_busy_time_and_passes() -> None:
+    # one request alone on engine 0: a 50 ms prefill pass, then 2 decode passes of 10 ms
+    result = run_policy(RoundRobin(), [req("a", output=3)])
+    usage = {e.index: (e.busy_ns, e.passes) for e in result.meta.engines}
+    assert usage == {0: (70_000_000, 3), 1: (0, 0)}
