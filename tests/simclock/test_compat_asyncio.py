@@ -272,3 +272,15 @@ def test_a_positive_delay_below_a_nanosecond_still_moves_the_clock_one_nanosecon
         return simclock.now_ns()
 
     assert simclock.run(main()) == 1
+
+
+def test_call_soon_threadsafe_schedules_but_the_loop_never_waits_for_threads() -> None:
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        done = loop.create_future()
+        loop.call_soon_threadsafe(done.set_result, 1)
+        assert await done == 1
+        await loop.create_future()  # only another thread could complete this one
+
+    with pytest.raises(simclock.DeadlockError, match=r"^deadlock at 0 ns"):
+        simclock.run(main())
