@@ -27,12 +27,13 @@ request ids) keep timelines of long traces small.
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Protocol
+from typing import BinaryIO, Protocol
 
 import attrs
 
@@ -621,24 +622,32 @@ class Timeline:
         Returns:
             UTF-8 bytes; the same timeline always gives the same bytes.
         """
+        buffer = io.BytesIO()
+        self._dump(buffer)
+        return buffer.getvalue()
+
+    def _dump(self, out: BinaryIO) -> None:
         encode = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
-        lines = [encode(e) for e in self.events]
-        body = ",\n".join(lines)
-        text = '{"displayTimeUnit":"ms","traceEvents":[\n' + body + "\n]}\n"
-        return text.encode("utf-8")
+        out.write(b'{"displayTimeUnit":"ms","traceEvents":[\n')
+        separator = b""
+        for event in self.events:
+            out.write(separator + encode(event).encode("utf-8"))
+            separator = b",\n"
+        out.write(b"\n]}\n")
 
     def write(self, path: str | os.PathLike[str]) -> None:
         """Write :meth:`to_bytes` to ``path`` atomically (a temporary file, then a rename).
+
+        The events are encoded as they are written, so the file is never held in memory.
 
         Args:
             path: the file to create or replace; its directory must exist.
         """
         target = Path(path)
-        data = self.to_bytes()
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
         try:
             with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
+                self._dump(fh)
             os.replace(tmp, target)
         except BaseException:
             Path(tmp).unlink(missing_ok=True)
