@@ -635,12 +635,24 @@ class ReplaySession:
         finally:
             self._wall_s += time.perf_counter() - start
 
+    @property
+    def failure(self) -> BaseException | None:
+        """What made the run fail (a commit, a policy, an engine, the driver), if anything."""
+        run = self._run
+        return run.runtime.failure or run.engine_failure or run.driver_failure
+
+    def _over(self) -> str:
+        failure = self.failure
+        if failure is None:
+            return "the run is over"
+        return f"the run failed: {type(failure).__name__}: {failure}"
+
     def _end_or_none(self) -> Stop | None:
         if self._result is not None:
-            return self._stopped("finished", what="the run is over")
+            return self._stopped("finished", what=self._over())
         if self._main.done():
             self._finish()
-            return self._stopped("finished", what="the run is over")
+            return self._stopped("finished", what=self._over())
         return None
 
     def step(self) -> Stop:
@@ -844,7 +856,7 @@ class ReplaySession:
             return self._stopped("breakpoint", (), hit[0])
         if self._main.done():
             self._finish()
-            return self._stopped("finished", what="the run is over")
+            return self._stopped("finished", what=self._over())
         if predicate is not None and predicate():
             return self._stopped(reason, tuple(self._watched), what=what)
         if stop_ns is not None and self.now_ns == stop_ns:
@@ -853,7 +865,7 @@ class ReplaySession:
                 return self._stopped("breakpoint", (), time_bp)
             return self._stopped(reason, (), what=what)
         self._finish()  # pragma: no cover - the loop ran dry without the main task ending
-        return self._stopped("finished", what="the run is over")  # pragma: no cover
+        return self._stopped("finished", what=self._over())  # pragma: no cover
 
     def run(self) -> ReplayResult:
         """Run to the end, ignoring breakpoints, and return the report.
@@ -867,8 +879,7 @@ class ReplaySession:
         self._check_usable()
         self._finish()
         result = self.result
-        run = self._run
-        failure = run.runtime.failure or run.engine_failure or run.driver_failure
+        failure = self.failure
         if failure is not None:
             raise ReplayFailedError(
                 f"replay failed: {type(failure).__name__}: {failure}", result=result

@@ -14,6 +14,7 @@ from engines import EngineConfig, EventKind, FixedTiming, TokenizerStage
 from loadgen import ArrivalRule, Request, Workload, read_trace
 from policies import LeastLoaded, PolicyContext, RequestStream, RoundRobin
 from policies._pd import PDPolicy
+from replay._exceptions import ReplayFailedError
 from replay._metrics import SLO
 from replay._output import write_outputs
 from replay._pd import Disaggregated, KVLink
@@ -50,6 +51,12 @@ def session(**options: object) -> ReplaySession:
 
 
 _OPEN: list[ReplaySession] = []
+
+
+def session_with(policy: object) -> ReplaySession:
+    s = ReplaySession.build(preemption_workload(), topology=ONE_ENGINE, policy=policy)
+    _OPEN.append(s)
+    return s
 
 
 @pytest.fixture(autouse=True)
@@ -352,3 +359,25 @@ def test_every_run_option_reaches_the_report_as_run_gives_it(tmp_path: Path) -> 
     _OPEN.append(s)
     s.run_until(time_s=0.5)
     assert output_bytes(s.run(), tmp_path / "session") == output_bytes(expected, tmp_path / "run")
+
+
+class FailingPolicy:
+    """Places the first request, then fails."""
+
+    name = "failing"
+
+    async def run(self, requests: RequestStream, ctx: PolicyContext) -> None:
+        async for request in requests:
+            await ctx.dispatch(request, 0)
+            raise RuntimeError("policy broke")
+
+
+def test_a_failed_run_says_so_when_it_stops_and_run_raises_like_replay_run() -> None:
+    s = session_with(FailingPolicy())
+    stop = s.resume()
+    assert stop.reason == "finished"
+    assert str(stop) == "finished at 2.040000000 s: the run failed: RuntimeError: policy broke"
+    with pytest.raises(ReplayFailedError) as info:
+        s.run()
+    assert str(info.value).startswith("replay failed: ")
+    assert info.value.result is s.result
