@@ -5,9 +5,7 @@ from __future__ import annotations
 from engines import EngineConfig, FixedTiming
 from loadgen import ArrivalRule, Request, Workload
 from policies import PDPolicy
-from replay import ReplayResult, run
-from replay._pd import Disaggregated, KVLink, TransferMode
-from replay._pd_metrics import pd_phases
+from replay import Disaggregated, KVLink, ReplayResult, TransferMode, pd_phases, run
 
 KV_BYTES_PER_TOKEN = 2 * 64 * 8 * 128 * 2  # 64 layers, 8 KV heads, head dim 128, bf16, TP 1
 

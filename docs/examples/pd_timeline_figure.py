@@ -13,9 +13,7 @@ from pathlib import Path
 from engines import EngineConfig, FixedTiming
 from loadgen import ArrivalRule, Request, Workload
 from policies import pd_policy
-from replay import ReplayResult, run
-from replay._pd import Disaggregated, KVLink, handoff_timeline_svg
-from replay._pd_metrics import pd_phases
+from replay import Disaggregated, KVLink, ReplayResult, handoff_timeline_svg, pd_phases, run
 
 
 def scenario() -> ReplayResult:

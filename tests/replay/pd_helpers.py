@@ -10,9 +10,7 @@ import numpy as np
 from engines import BlockKeyer, Engine, EngineConfig, FixedTiming, Journal
 from loadgen import ArrivalRule, Request, Workload
 from policies import Policy
-from replay._pd import Disaggregated, KVLink, PDRuntime
-from replay._report import ReplayResult
-from replay._runner import run
+from replay import Disaggregated, KVLink, PDRuntime, ReplayResult, run
 
 from ..policies.support import FaultyEngine
 

@@ -8,10 +8,15 @@ import pytest
 from engines import FixedTiming, kv_bytes_per_token, model_arch
 from loadgen import Workload
 from policies import KVAware, LeastLoaded
-from replay import ComponentSpec, ConfigError, resolve_config
-from replay._pd import KVLink, pd_from_config
-from replay._pd_metrics import pd_phases
-from replay._runner import run
+from replay import (
+    ComponentSpec,
+    ConfigError,
+    KVLink,
+    pd_from_config,
+    pd_phases,
+    resolve_config,
+    run,
+)
 
 from .pd_helpers import request
 

@@ -6,7 +6,7 @@ import pytest
 
 from engines import ModelArch
 from policies import PDPolicy
-from replay._pd import KVLink
+from replay import KVLink
 
 from .pd_helpers import KV_BYTES_9D, example_d, replay, request
 

@@ -23,8 +23,7 @@ from policies import (
     PolicyHookError,
     RoundRobin,
 )
-from replay._exceptions import ReplayFailedError
-from replay._report import ReplayResult
+from replay import ReplayFailedError, ReplayResult
 
 from .pd_helpers import KeepingPD, clean, example_d, replay, request, statuses
 

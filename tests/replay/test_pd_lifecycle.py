@@ -12,15 +12,15 @@ import pytest
 from engines import EngineConfig, FixedTiming, PassShape
 from loadgen import Workload, read_mooncake
 from policies import PDPolicy, RoundRobin, from_choice, pd_policy
-from replay import request_json
-from replay._pd import (
+from replay import (
     Disaggregated,
     KVLink,
     PDConfigError,
+    pd_phases,
     pd_topology_from_options,
+    request_json,
+    run,
 )
-from replay._pd_metrics import pd_phases
-from replay._runner import run
 
 from .pd_helpers import KeepingPD, clean, example_d, replay, request, statuses
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from loadgen import Workload
 from policies import PDPolicy
-from replay._session import ReplaySession
+from replay import ReplaySession
 
 from .pd_helpers import example_d, request
 

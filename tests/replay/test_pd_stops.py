@@ -10,7 +10,7 @@ from pathlib import Path
 
 from loadgen import Request
 from policies import PDPolicy, PlacePolicy, PolicyContext
-from replay._pd import handoff_timeline_svg
+from replay import handoff_timeline_svg
 
 from .pd_helpers import KeepingPD, example_d, replay, request, statuses
 
