@@ -183,22 +183,22 @@ class Engine:
     index: int
     config: EngineConfig
     timing: TimingModel
-    keyer: BlockKeyer = attrs.field(kw_only=True)
-    journal: Journal = attrs.field(kw_only=True)
-    _core: EngineCore = attrs.field(init=False)
-    _offers: dict[int, Tentative] = attrs.field(factory=dict, init=False)
-    _serial: int = attrs.field(default=0, init=False)
-    _closed: bool = attrs.field(default=False, init=False)
-    _started: bool = attrs.field(default=False, init=False)
-    _pass: Pass | None = attrs.field(default=None, init=False)
-    _wake: asyncio.Event = attrs.field(factory=asyncio.Event, init=False)
-    _kv_subscribers: list[KVCallback] = attrs.field(factory=list, init=False)
-    _published: dict[int, None] = attrs.field(factory=dict, init=False)
-    _reservations: dict[str, Reservation] = attrs.field(factory=dict, init=False)
+    keyer: BlockKeyer = attrs.field(kw_only=True, repr=False)
+    journal: Journal = attrs.field(kw_only=True, repr=False)
+    _core: EngineCore = attrs.field(init=False, repr=False)
+    _offers: dict[int, Tentative] = attrs.field(factory=dict, init=False, repr=False)
+    _serial: int = attrs.field(default=0, init=False, repr=False)
+    _closed: bool = attrs.field(default=False, init=False, repr=False)
+    _started: bool = attrs.field(default=False, init=False, repr=False)
+    _pass: Pass | None = attrs.field(default=None, init=False, repr=False)
+    _wake: asyncio.Event = attrs.field(factory=asyncio.Event, init=False, repr=False)
+    _kv_subscribers: list[KVCallback] = attrs.field(factory=list, init=False, repr=False)
+    _published: dict[int, None] = attrs.field(factory=dict, init=False, repr=False)
+    _reservations: dict[str, Reservation] = attrs.field(factory=dict, init=False, repr=False)
     _reservation_waiters: dict[str, asyncio.Future[Reservation]] = attrs.field(
-        factory=dict, init=False
+        factory=dict, init=False, repr=False
     )
-    _view: EngineView = attrs.field(init=False)
+    _view: EngineView = attrs.field(init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         self._core = EngineCore(self.index, self.config, self.timing, self.keyer, self.journal)
@@ -592,7 +592,10 @@ class EngineView:
         engine: the engine viewed (read through the properties, never mutate it).
     """
 
-    _engine: Engine
+    _engine: Engine = attrs.field(repr=False)
+
+    def __repr__(self) -> str:
+        return f"EngineView(engine={self._engine.index})"
 
     @property
     def index(self) -> int:

@@ -291,9 +291,9 @@ class Journal:
 
     keep_events: bool = attrs.field(default=True, kw_only=True)
     token_events: bool = attrs.field(default=True, kw_only=True)
-    traces: dict[str, RequestTrace] = attrs.field(factory=dict, init=False)
-    events: list[LifecycleEvent] = attrs.field(factory=list, init=False)
-    _subscribers: list[Subscriber] = attrs.field(factory=list, init=False)
+    traces: dict[str, RequestTrace] = attrs.field(factory=dict, init=False, repr=False)
+    events: list[LifecycleEvent] = attrs.field(factory=list, init=False, repr=False)
+    _subscribers: list[Subscriber] = attrs.field(factory=list, init=False, repr=False)
 
     def subscribe(self, callback: Subscriber) -> None:
         """Call ``callback(event)`` for every event recorded from now on."""

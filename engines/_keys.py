@@ -95,7 +95,7 @@ class BlockKeyer:
 
     # (parent, content) -> key; a bare int64 content id is packed with its parent into one
     # int (half the memory of a tuple, and most blocks have a bare id)
-    _keys: dict[int | tuple[int, Content], int] = attrs.field(factory=dict, init=False)
+    _keys: dict[int | tuple[int, Content], int] = attrs.field(factory=dict, init=False, repr=False)
 
     def __len__(self) -> int:
         """The number of distinct keys interned so far."""
