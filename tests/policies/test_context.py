@@ -422,3 +422,18 @@ def test_several_coroutines_can_share_the_request_stream() -> None:
     result = run_policy(TwoWorkers(), [req("a"), req("b"), req("c", at_ms=0.5)])
     assert statuses(result) == dict.fromkeys("abc", "completed")
     assert sorted(took) == [("w0", "a"), ("w0", "c"), ("w1", "b")]
+
+
+def test_an_open_offer_has_no_outcome_yet() -> None:
+    async def body(request: Request, ctx: PolicyContext) -> str:
+        async with ctx.offer(request, 0) as offer:
+            try:
+                offer.placement  # noqa: B018
+            except PlacementError as error:
+                message = str(error)
+            await offer.commit()
+        return message
+
+    policy = Recorder(body)
+    run_policy(policy, [req("a")])
+    assert policy.seen == ["offer of request 'a' to engine 0 has no outcome yet"]

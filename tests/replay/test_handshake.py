@@ -219,3 +219,22 @@ def test_a_finished_hook_failure_reported_once_even_if_many_requests_finish() ->
     assert len(calls) == 1  # hooks are not called once the runtime is poisoned
     assert isinstance(error.__cause__, PolicyHookError)
     assert_accounted(result, topo)
+
+
+def test_a_failing_spawned_task_ends_the_run_with_its_error() -> None:
+    class Background(RoundRobin):
+        async def run(self, requests: Any, ctx: PolicyContext) -> None:
+            async def crash() -> None:
+                await ctx.sleep_ms(5)
+                raise LookupError("background bug")
+
+            ctx.spawn(crash(), name="crash")
+            await super().run(requests, ctx)
+
+    topo = KeepingTopology()
+    error, result = failed_run(Background(), topo)
+    assert isinstance(error.__cause__, LookupError)
+    assert str(error) == "replay failed: LookupError: background bug"
+    # a and b were placed at 0 and drain; c (due at 20 ms) is never released
+    assert statuses(result) == {"a": "completed", "b": "completed", "c": "never_issued"}
+    assert_accounted(result, topo)
