@@ -13,7 +13,13 @@ __all__ = ("Aggregated", "Topology")
 
 
 class Topology(Protocol):
-    """What :func:`replay.run` needs of a topology: engines, their block size, a config echo."""
+    """What :func:`replay.run` needs of a topology: engines, their block size, a config echo.
+
+    A topology may also define ``make_runtime(policy, engines, *, journal, keyer, rng,
+    on_poison)`` returning an object with :class:`policies.PolicyRuntime`'s interface; the
+    runner then uses it instead of a plain ``PolicyRuntime`` (the disaggregated topology does,
+    to add the prefill-to-decode handoff).
+    """
 
     @property
     def block_size(self) -> int:
