@@ -7,7 +7,7 @@ import math
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engines import BlockKeyer, Engine, EngineConfig, FixedTiming, Journal
+from engines import BlockKeyer, Engine, EngineConfig, FixedTiming, Journal, KVEvent
 from engines._core import EngineCore, Seq
 from engines._timing import LinearTiming
 from loadgen import Request
@@ -179,3 +179,25 @@ def test_single_request_closed_form_under_linear_timing(
     assert abs(trace.token_times_ns[0] - ttft_ms * MS) <= tolerance_ns
     assert abs(trace.token_times_ns[-1] - e2e_ms * MS) <= tolerance_ns
     assert abs(trace.token_times_ns[-1] - e2e_ms * MS) < 1000  # the microsecond
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenario=scenarios())
+def test_a_router_index_fed_by_kv_events_mirrors_the_cache_at_pass_ends(
+    scenario: tuple[EngineConfig, list[Request]],
+) -> None:
+    config, requests = scenario
+    e = Engine(0, config, TIMING, keyer=BlockKeyer(), journal=Journal())
+    index: set[int] = set()
+
+    def apply(event: KVEvent) -> None:
+        for key in event.block_keys:
+            if event.kind == "stored":
+                assert key not in index
+                index.add(key)
+            else:
+                index.remove(key)
+
+    e.subscribe_kv(apply)
+    run_engines([e], requests)
+    assert index == set(e._core.kv.cache) == set(e._published)
