@@ -14,7 +14,19 @@ HashIds = npt.NDArray[np.int64]
 
 
 def as_hash_ids(values: object) -> HashIds:
-    """Return ``values`` as a read-only, contiguous ``int64`` array of content ids."""
+    """Return ``values`` as a read-only, contiguous ``int64`` array of content ids.
+
+    An array that already is one (read-only, contiguous, one-dimensional ``int64``) is
+    returned as it is, so readers that build their arrays once do not pay for a copy.
+    """
+    if (
+        isinstance(values, np.ndarray)
+        and values.dtype == np.int64
+        and values.ndim == 1
+        and values.flags.c_contiguous
+        and not values.flags.writeable
+    ):
+        return values
     arr = np.array(values, dtype=np.int64, copy=True).reshape(-1)
     arr.flags.writeable = False
     return arr
