@@ -419,6 +419,46 @@ def run(
             its ``result`` holds the report of the run, naming the failure, and its
             ``__cause__`` is the failure.
     """
+    replay, echo = setup_run(
+        workload,
+        topology=topology,
+        policy=policy,
+        seed=seed,
+        tokenizer=tokenizer,
+        load=load,
+        max_virtual_time_s=max_virtual_time_s,
+        keep_events=keep_events,
+        config=config,
+    )
+    wall_start = time.perf_counter()
+    now_ns, events = _run_loop(replay)
+    wall_s = time.perf_counter() - wall_start
+    return report_run(
+        replay, workload, echo, now_ns=now_ns, events=events, wall_time_s=wall_s, slo=slo
+    )
+
+
+def setup_run(
+    workload: Workload,
+    *,
+    topology: Topology,
+    policy: Policy,
+    seed: int,
+    tokenizer: TokenizerStageLike | None = None,
+    load: LoadMode | None = None,
+    max_virtual_time_s: float | None = None,
+    keep_events: bool = False,
+    config: Mapping[str, object] | None = None,
+) -> tuple[_Run, dict[str, Any]]:
+    """Validate the options and build one replay, exactly as :func:`run` does, without running.
+
+    Shared by :func:`run` and the step-by-step replay session so both build (and echo) the
+    same run. Returns the replay (call ``build()`` then run ``main()`` on a fresh virtual loop)
+    and its configuration echo.
+
+    Raises:
+        WorkloadValidationError: the workload or an option is invalid.
+    """
     seed = _check_seed(seed)
     load = LoadMode() if load is None else load
     if max_virtual_time_s is not None:
@@ -437,11 +477,6 @@ def run(
     replay = _Run(
         prepared, topology, policy, seeds, tokenizer, None, keep_events, seed=seed, load=load
     )
-    wall_start = time.perf_counter()
-    now_ns, events = _run_loop(replay)
-    wall_s = time.perf_counter() - wall_start
-
-    failure = replay.runtime.failure or replay.engine_failure or replay.driver_failure
     echo: dict[str, Any] = {
         "seed": seed,
         "policy": policy_name(policy),
@@ -458,12 +493,31 @@ def run(
         echo["load"] = _jsonable(attrs.asdict(load))
     if config:
         echo["config"] = dict(config)
+    return replay, echo
+
+
+def report_run(
+    replay: _Run,
+    workload: Workload,
+    echo: Mapping[str, Any],
+    *,
+    now_ns: int,
+    events: int,
+    wall_time_s: float,
+    slo: SLO | None = None,
+) -> ReplayResult:
+    """Finalize a finished replay built by :func:`setup_run` (see :func:`run`).
+
+    Raises:
+        ReplayFailedError: a step failed; its ``result`` holds the report.
+    """
+    failure = replay.runtime.failure or replay.engine_failure or replay.driver_failure
     meta = RunMeta(
-        seed=seed,
+        seed=replay.seed,
         event_counts=replay.journal.event_counts(),
-        config=echo,
+        config=dict(echo),
         virtual_duration_ms=now_ns / 1_000_000,
-        wall_time_s=wall_s,
+        wall_time_s=wall_time_s,
         events_processed=events,
         engines=replay.engine_usage(),
     )
