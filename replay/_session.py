@@ -32,19 +32,17 @@ from collections.abc import Callable, Mapping
 from typing import Any, Literal, TypeVar, cast
 
 import attrs
-import numpy as np
 
 import simclock
 from engines import Engine, EventKind, Journal, LifecycleEvent, RequestTrace
 from loadgen import LoadMode, Workload
-from policies import Policy, policy_name
+from policies import Policy
 from simclock import get_logger, log_context
 
-from ._exceptions import ReplayFailedError, WorkloadValidationError
+from ._exceptions import ReplayFailedError
 from ._metrics import SLO
-from ._prepare import prepare
-from ._report import ReplayResult, RunMeta, finalize
-from ._runner import SEED_STREAMS, TokenizerStageLike, _check_seed, _jsonable, _Run
+from ._report import ReplayResult
+from ._runner import TokenizerStageLike, _Run, report_run, setup_run
 from ._topology import Topology
 
 __all__ = (
@@ -345,7 +343,6 @@ class ReplaySession:
 
     _run: _Run
     _workload: Workload
-    _seed: int
     _slo: SLO | None
     _echo: dict[str, Any]
     _history_on: bool = True
@@ -418,43 +415,19 @@ class ReplaySession:
         Raises:
             WorkloadValidationError: the workload or an option is invalid.
         """
-        # Keep in step with replay.run (the byte-identity tests compare the two).
-        seed = _check_seed(seed)
-        load = LoadMode() if load is None else load
-        if max_virtual_time_s is not None:
-            if (
-                isinstance(max_virtual_time_s, bool)
-                or not isinstance(max_virtual_time_s, int | float)
-                or not math.isfinite(max_virtual_time_s)
-                or max_virtual_time_s <= 0
-            ):
-                raise WorkloadValidationError(
-                    f"max_virtual_time_s: must be finite and > 0, got {max_virtual_time_s!r}"
-                )
-            load = attrs.evolve(load, max_virtual_time_s=max_virtual_time_s)
-        prepared = prepare(workload, engine_block_size=topology.block_size, tokenizer=tokenizer)
-        seeds = tuple(np.random.SeedSequence(seed).spawn(len(SEED_STREAMS)))
-        run = _Run(
-            prepared, topology, policy, seeds, tokenizer, None, keep_events, seed=seed, load=load
+        run, echo = setup_run(
+            workload,
+            topology=topology,
+            policy=policy,
+            seed=seed,
+            tokenizer=tokenizer,
+            load=load,
+            max_virtual_time_s=max_virtual_time_s,
+            keep_events=keep_events,
+            config=config,
         )
-        echo: dict[str, Any] = {
-            "seed": seed,
-            "policy": policy_name(policy),
-            "topology": dict(topology.describe()),
-            "tokenizer": None if tokenizer is None else attrs.asdict(cast(Any, tokenizer)),
-            "max_virtual_time_s": load.max_virtual_time_s,
-            "workload": {
-                "source": workload.source,
-                "format": workload.format,
-                "requests": len(workload.requests),
-            },
-        }
-        if attrs.evolve(load, max_virtual_time_s=None) != LoadMode():
-            echo["load"] = _jsonable(attrs.asdict(load))
-        if config:
-            echo["config"] = dict(config)
         rid = f"{workload.source}#{seed}" if run_id is None else run_id
-        return cls(run, workload, seed, slo, echo, history, rid)
+        return cls(run, workload, slo, echo, history, rid)
 
     # -- recording ------------------------------------------------------------------------
 
@@ -592,17 +565,18 @@ class ReplaySession:
             raise
         loop.close()
         self._wall_s += time.perf_counter() - wall_start
-        run = self._run
-        meta = RunMeta(
-            seed=self._seed,
-            event_counts=run.journal.event_counts(),
-            config=self._echo,
-            virtual_duration_ms=stats.now_ns / 1_000_000,
-            wall_time_s=self._wall_s,
-            events_processed=stats.events,
-            engines=run.engine_usage(),
-        )
-        self._result = finalize(run.journal, workload=self._workload, meta=meta, slo=self._slo)
+        try:
+            self._result = report_run(
+                self._run,
+                self._workload,
+                self._echo,
+                now_ns=stats.now_ns,
+                events=stats.events,
+                wall_time_s=self._wall_s,
+                slo=self._slo,
+            )
+        except ReplayFailedError as failed:
+            self._result = failed.result  # run() raises it again, as replay.run does
 
     def _stopped(
         self,
