@@ -12,12 +12,14 @@ trace events as they happen, keeping only what the timeline needs (not the event
   where the previous pass ended (an engine with running requests never idles);
 - nestable async spans (``b``/``e``, category ``request``, ``id2.local`` = the request id) for
   each phase of a request: ``tokenize`` and ``route`` on the router, ``queued``,
-  ``prefill`` and ``decode`` on an engine, ``reserve`` (a prefill engine waiting for a decode
-  reservation) and ``transfer`` on the KV link;
+  ``prefill`` and ``decode`` on an engine, ``reserve`` (waiting for a decode reservation: on
+  the prefill engine until a decode engine is chosen, then on that engine) and ``transfer``
+  on the KV link. A phase left at the instant it began is not shown;
 - flow arrows from the router's ``dispatch`` slice to the pass that first runs the request,
   and from the prefill engine's pass to the decode engine's pass;
 - counters per engine: ``requests`` (``waiting``, ``running``) and ``kv_blocks`` (``used``),
-  sampled from the engines' read-only views whenever an event touches the engine;
+  sampled from the engines' read-only views when an event touches the engine (once per
+  instant for token events);
 - instants for preemptions, rejections, dispatch aborts and failures.
 
 Times are microseconds (``ts``, ``dur``) computed from integer nanoseconds. The output is
