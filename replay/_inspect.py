@@ -8,7 +8,6 @@ reads the trace and lays the numbers out as text or JSON.
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Any
 
@@ -42,10 +41,9 @@ def _int(value: float) -> str:
 
 
 def _num(value: float) -> str:
-    """Thousands separators; at most one decimal, none for whole numbers."""
-    if math.isfinite(value) and value == round(value):
-        return f"{round(value):,}"
-    return f"{value:,.1f}"
+    """Thousands separators; one decimal, dropped when it is zero."""
+    text = f"{value:,.1f}"
+    return text[:-2] if text.endswith(".0") else text
 
 
 def _duration(ms: float) -> str:
