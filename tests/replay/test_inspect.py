@@ -50,7 +50,7 @@ def test_text_lists_every_statistic(small: Path) -> None:
         "  rate                 1.00 req/s",
         "  inter-arrival CV     0.33",
         "  input tokens         p50 600  p90 840  p99 894  mean 600.0  max 900",
-        "  output tokens        p50 3  p90 3.8  p99 4.0  mean 3.0  max 4",
+        "  output tokens        p50 3  p90 3.8  p99 4  mean 3.0  max 4",
         "  prefix hit ratio     50.00 % of prompt tokens (unbounded cache)",
         "  requests with a hit  33.33 % (at least one block)",
         "  tolerated            nothing",
