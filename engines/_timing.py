@@ -25,6 +25,7 @@ from ._exceptions import EngineError
 from ._pass import PassShape
 
 BoolArray = npt.NDArray[np.bool_]
+IntArray = npt.NDArray[np.int64]
 FloatArray = npt.NDArray[np.float64]
 
 __all__ = (
@@ -75,20 +76,6 @@ def _finite(instance: object, attribute: attrs.Attribute[Any], value: object) ->
         )
 
 
-def _charges(shape: PassShape) -> tuple[bool, bool]:
-    """Whether the role lets a pass charge its prefill part and its decode part (§5.2)."""
-    return shape.role != "decode", shape.role != "prefill"
-
-
-def _entry_masks(shape: PassShape) -> tuple[BoolArray, BoolArray]:
-    """Prefill and decode entries (§5.1) that the engine's role lets the pass charge."""
-    decode = shape.is_decode
-    prefill = ~decode
-    if shape.role == "prefill":
-        decode = np.zeros_like(decode)
-    return prefill, decode
-
-
 def _sampling_decodes(shape: PassShape) -> BoolArray:
     """The §5.2 ``has_decode`` set: entries that sample and had sampled before (any sampling
     entry on a decode-role engine; none on a prefill-role engine)."""
@@ -98,6 +85,96 @@ def _sampling_decodes(shape: PassShape) -> BoolArray:
         return np.zeros_like(shape.samples)
     mask: BoolArray = shape.samples & (shape.output_before >= 1)
     return mask
+
+
+#: Passes with at most this many entries are reduced in plain Python over ``tolist()`` copies
+#: of the columns; larger ones with numpy. Below it the fixed cost of each numpy call (about a
+#: microsecond) dominates; above it numpy's per-entry cost wins (``bench/engine_pass.py``).
+#: Both paths compute the same integers, so the choice never changes a result.
+SMALL_PASS_ENTRIES = 48
+
+
+def _int_column(values: npt.NDArray[Any]) -> IntArray:
+    """``values`` as int64 (no copy when it already is), so products cannot overflow int32."""
+    column: IntArray = np.asarray(values, dtype=np.int64)
+    return column
+
+
+def _entry_sums(shape: PassShape) -> tuple[int, int, int, int, int] | None:
+    """The §5.1 aggregates over the entries the role charges, as exact integers.
+
+    Returns:
+        ``(N_p, B_d, K_p, K_d, A2)``: prefill positions, decode entries, KV positions
+        ``Σ (c_r + n_r)`` of the prefill and of the decode entries, and twice the prefill
+        attention work ``A2 = Σ_{prefill} n_r·(2·c_r + n_r)``; ``None`` when the role charges
+        no entry (an empty pass, or only decode entries on a prefill-role engine).
+    """
+    role = shape.role
+    if len(shape.scheduled) <= SMALL_PASS_ENTRIES:
+        n_l: list[int] = shape.scheduled.tolist()
+        c_l: list[int] = shape.computed.tolist()
+        if role == "decode":  # every entry is a decode entry
+            return (0, len(n_l), 0, sum(c_l) + sum(n_l), 0) if n_l else None
+        tokens = decodes = prefill_kv = decode_kv = attention = 0
+        for n, c, o in zip(n_l, c_l, shape.output_before.tolist(), strict=True):
+            if n == 1 and o >= 1:
+                decodes += 1
+                decode_kv += c + 1
+            else:
+                tokens += n
+                prefill_kv += c + n
+                attention += n * (2 * c + n)
+        if role == "prefill":
+            if decodes == len(n_l):
+                return None
+            return tokens, 0, prefill_kv, 0, attention
+        return (tokens, decodes, prefill_kv, decode_kv, attention) if n_l else None
+    n_a = _int_column(shape.scheduled)
+    c_a = _int_column(shape.computed)
+    if role == "decode":
+        return 0, len(n_a), 0, int(c_a.sum()) + int(n_a.sum()), 0
+    decode = (n_a == 1) & (shape.output_before >= 1)
+    decodes = int(np.count_nonzero(decode))
+    if role == "prefill" and decodes == len(n_a):
+        return None
+    prefill = ~decode
+    n_p, c_p = n_a[prefill], c_a[prefill]
+    tokens = int(n_p.sum())
+    prefill_kv = int(c_p.sum()) + tokens
+    attention = int((n_p * (2 * c_p + n_p)).sum())
+    if role == "prefill":
+        return tokens, 0, prefill_kv, 0, attention
+    return tokens, decodes, prefill_kv, int(c_a[decode].sum()) + decodes, attention
+
+
+def _active_decodes(shape: PassShape) -> tuple[int, int]:
+    """The §5.2 ``has_decode`` set (see :func:`_sampling_decodes`): its size and its active
+    tokens ``Σ (P_r + num_output_r)``."""
+    role = shape.role
+    if role == "prefill":
+        return 0, 0
+    if len(shape.scheduled) <= SMALL_PASS_ENTRIES:
+        s_l: list[bool] = shape.samples.tolist()
+        p_l: list[int] = shape.prompt_length.tolist()
+        o_l: list[int] = shape.output_before.tolist()
+        count = active = 0
+        if role == "decode":
+            for s, p, o in zip(s_l, p_l, o_l, strict=True):
+                if s:
+                    count += 1
+                    active += p + o
+        else:
+            for s, p, o in zip(s_l, p_l, o_l, strict=True):
+                if s and o >= 1:
+                    count += 1
+                    active += p + o
+        return count, active
+    mask = _sampling_decodes(shape)
+    count = int(np.count_nonzero(mask))
+    if not count:
+        return 0, 0
+    prompts = _int_column(shape.prompt_length)[mask]
+    return count, int(prompts.sum()) + int(_int_column(shape.output_before)[mask].sum())
 
 
 @attrs.frozen
@@ -134,12 +211,28 @@ class FixedTiming:
         Returns:
             ``prefill_ms·has_prefill + decode_ms·has_decode`` (``0.0`` for an empty pass).
         """
-        charge_prefill, charge_decode = _charges(shape)
-        has_prefill = charge_prefill and bool(np.any(shape.computed < shape.prompt_length))
-        if shape.role == "decode":
-            has_decode = bool(np.any(shape.samples))
+        role = shape.role
+        if len(shape.scheduled) <= SMALL_PASS_ENTRIES:
+            computed: list[int] = shape.computed.tolist()
+            prompts: list[int] = shape.prompt_length.tolist()
+            samples: list[bool] = shape.samples.tolist()
+            if role == "decode":
+                has_prefill = False
+                has_decode = any(samples)
+            else:
+                has_prefill = any(c < p for c, p in zip(computed, prompts, strict=True))
+                outputs: list[int] = shape.output_before.tolist()
+                has_decode = role != "prefill" and any(
+                    s and o >= 1 for s, o in zip(samples, outputs, strict=True)
+                )
+        elif role == "decode":
+            has_prefill = False
+            has_decode = bool(shape.samples.any())
         else:
-            has_decode = charge_decode and bool(np.any(shape.samples & (shape.output_before >= 1)))
+            has_prefill = bool((shape.computed < shape.prompt_length).any())
+            has_decode = role != "prefill" and bool(
+                (shape.samples & (shape.output_before >= 1)).any()
+            )
         return float(self.prefill_ms) * has_prefill + float(self.decode_ms) * has_decode
 
 
@@ -209,17 +302,16 @@ class PolynomialTiming:
         Raises:
             TimingConfigError: the pass has decode work and ``shape.kv_capacity_tokens <= 0``.
         """
-        prefill, _ = _entry_masks(shape)
-        total = self.prefill_time_ms(int(shape.scheduled[prefill].sum()))
-        decodes = _sampling_decodes(shape)
-        if bool(np.any(decodes)):
+        sums = _entry_sums(shape)
+        total = self.prefill_time_ms(0 if sums is None else sums[0])
+        decodes, active = _active_decodes(shape)
+        if decodes:
             capacity = shape.kv_capacity_tokens
             if capacity <= 0:
                 raise TimingConfigError(
                     "PolynomialTiming needs kv_capacity_tokens > 0 in the pass shape, "
                     f"got {capacity!r}"
                 )
-            active = int((shape.prompt_length[decodes] + shape.output_before[decodes]).sum())
             total += self.decode_time_ms(active / capacity)
         return total
 
@@ -263,10 +355,10 @@ class LinearTiming:
         Returns:
             ``c0 + c_p·N_p + c_d·B_d + c_kv·K + c_pp·(prefill attention)``; ``0.0`` if empty.
         """
-        prefill, decode = _entry_masks(shape)
-        if not bool(np.any(prefill | decode)):
+        sums = _entry_sums(shape)
+        if sums is None:
             return 0.0
-        prefill_tokens, decode_count, kv_positions, prefill_attention = _linear_regressors(shape)
+        prefill_tokens, decode_count, kv_positions, prefill_attention = _regressors(sums)
         return float(
             self.c0
             + self.c_p * prefill_tokens
@@ -278,16 +370,15 @@ class LinearTiming:
 
 def _linear_regressors(shape: PassShape) -> tuple[float, float, float, float]:
     """``(N_p, B_d, K, Σ_{prefill} n_r·(c_r + n_r/2))`` over the entries the role charges."""
-    prefill, decode = _entry_masks(shape)
-    n = shape.scheduled.astype(np.float64)
-    c = shape.computed.astype(np.float64)
-    charged = prefill | decode
-    return (
-        float(n[prefill].sum()),
-        float(np.count_nonzero(decode)),
-        float((c[charged] + n[charged]).sum()),
-        float((n[prefill] * (c[prefill] + n[prefill] / 2)).sum()),
-    )
+    sums = _entry_sums(shape)
+    return (0.0, 0.0, 0.0, 0.0) if sums is None else _regressors(sums)
+
+
+def _regressors(sums: tuple[int, int, int, int, int]) -> tuple[float, float, float, float]:
+    """The :class:`LinearTiming` regressors from :func:`_entry_sums`."""
+    tokens, decodes, prefill_kv, decode_kv, attention = sums
+    # attention is twice an integer or half-integer sum; the true division is exact below 2**53.
+    return float(tokens), float(decodes), float(prefill_kv + decode_kv), attention / 2
 
 
 @attrs.frozen(kw_only=True)

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import attrs
 import numpy as np
 
 from ._catalog import GPUSpec, ModelArch, _kv_heads_per_shard
 from ._pass import PassShape
 from ._timing import (
+    SMALL_PASS_ENTRIES,
     TimingConfigError,
-    _entry_masks,
     _finite_non_negative,
     _finite_positive,
+    _int_column,
 )
 
 __all__ = ("RooflineTiming",)
@@ -36,8 +39,69 @@ def _optional_positive(
         _finite_positive(instance, attribute, value)
 
 
+class _Constants(NamedTuple):
+    """What a pass costs per unit, derived once from the model's parameters.
+
+    Each value is computed with the same operations, in the same order, as the §5.5 formula
+    spelled out per pass, so results are bit-for-bit those of the formula.
+    """
+
+    flops_per_token: float  # 2·P_lin
+    flops_per_sample: float  # 2·P_head
+    flops_per_attention: int  # 4·L·H_q·h
+    weight_bytes: float  # (P_lin + P_head)·w
+    kv_bytes_per_token: float  # 2·L·H_kv·h·a
+    compute_rate: float  # t·F·η_c, FLOP/s
+    memory_rate: float  # t·BW·η_m, B/s
+    overhead_ms: float
+    comm_per_byte: float  # 2·L·2·(t-1)/t; 0 when T_comm is off
+    comm_rate: float  # link bandwidth, B/s
+    comm_bytes_per_token: float  # d·activation_bytes
+
+
+def _sums(shape: PassShape) -> tuple[int, int, int, int] | None:
+    """``(Σn_r, S, 2·Σ (n_r·c_r + n_r·(n_r+1)/2), Σ (c_r + n_r))`` over the entries the role
+    charges (all of them, except decode entries on a prefill-role engine), as exact integers;
+    ``None`` when it charges none."""
+    skip_decodes = shape.role == "prefill"
+    if len(shape.scheduled) <= SMALL_PASS_ENTRIES:
+        n_l: list[int] = shape.scheduled.tolist()
+        c_l: list[int] = shape.computed.tolist()
+        s_l: list[bool] = shape.samples.tolist()
+        if skip_decodes:
+            o_l: list[int] = shape.output_before.tolist()
+            keep = [not (n == 1 and o >= 1) for n, o in zip(n_l, o_l, strict=True)]
+            n_l = [n for n, k in zip(n_l, keep, strict=True) if k]
+            c_l = [c for c, k in zip(c_l, keep, strict=True) if k]
+            s_l = [s for s, k in zip(s_l, keep, strict=True) if k]
+        if not n_l:
+            return None
+        tokens = sum(n_l)
+        attention = sum([n * (2 * c + n + 1) for n, c in zip(n_l, c_l, strict=True)])
+        return tokens, s_l.count(True), attention, sum(c_l) + tokens
+    n_a = _int_column(shape.scheduled)
+    c_a = _int_column(shape.computed)
+    samples = shape.samples
+    if skip_decodes:
+        keep = (n_a != 1) | (shape.output_before < 1)
+        n_a, c_a, samples = n_a[keep], c_a[keep], samples[keep]
+        if not len(n_a):
+            return None
+    tokens = int(n_a.sum())
+    attention = int((n_a * (2 * c_a + n_a + 1)).sum())
+    return tokens, int(np.count_nonzero(samples)), attention, int(c_a.sum()) + tokens
+
+
+class _CachedConstants:
+    """A slot, outside the attrs fields (so never compared, copied or echoed), that holds the
+    constants a frozen model derives from its fields, computed on first use."""
+
+    __slots__ = ("_constants",)
+    _constants: _Constants
+
+
 @attrs.frozen(kw_only=True)
-class RooflineTiming:
+class RooflineTiming(_CachedConstants):
     """A roofline: a pass takes the longer of its compute time and its memory time (§5.5).
 
     With ``L, d, H_q, H_kv, h, f, V`` from :class:`ModelArch`, ``w`` = ``weight_bytes``,
@@ -91,25 +155,50 @@ class RooflineTiming:
         Returns:
             Floating-point operations and bytes moved; ``(0.0, 0.0)`` for an empty pass.
         """
-        prefill, decode = _entry_masks(shape)
-        charged = prefill | decode
-        if not bool(np.any(charged)):
+        sums = _sums(shape)
+        if sums is None:
             return 0.0, 0.0
+        return self._flops_and_bytes(sums, self._derived())
+
+    def _derived(self) -> _Constants:
+        try:
+            return self._constants
+        except AttributeError:  # first use (or a copy made without __init__)
+            pass
         m = self.model
-        n = shape.scheduled[charged].astype(np.float64)
-        c = shape.computed[charged].astype(np.float64)
-        sampling = float(np.count_nonzero(shape.samples[charged]))
+        t = self.tensor_parallel
         p_lin = float(m.linear_params)
         p_head = float(m.head_params)
-        attention = float((n * c + n * (n + 1) / 2).sum())
-        flops = (
-            2 * p_lin * float(n.sum())
-            + 2 * p_head * sampling
-            + 4 * m.num_layers * m.num_heads * m.head_dim * attention
+        comm = self.link_bandwidth_GBps is not None and t > 1
+        constants = _Constants(
+            flops_per_token=2 * p_lin,
+            flops_per_sample=2 * p_head,
+            flops_per_attention=4 * m.num_layers * m.num_heads * m.head_dim,
+            weight_bytes=(p_lin + p_head) * float(self.weight_bytes),
+            kv_bytes_per_token=2
+            * m.num_layers
+            * m.num_kv_heads
+            * m.head_dim
+            * float(self.kv_bytes),
+            compute_rate=t * self.gpu.bf16_flops * self.compute_efficiency,
+            memory_rate=t * self.gpu.memory_bandwidth_bytes_per_s * self.memory_efficiency,
+            overhead_ms=float(self.overhead_ms),
+            comm_per_byte=2 * m.num_layers * 2 * (t - 1) / t if comm else 0.0,
+            comm_rate=(self.link_bandwidth_GBps or 1.0) * 1e9,
+            comm_bytes_per_token=float(m.hidden_size),
         )
-        kv_bpt = 2 * m.num_layers * m.num_kv_heads * m.head_dim * float(self.kv_bytes)
-        moved = (p_lin + p_head) * float(self.weight_bytes) + kv_bpt * float((c + n).sum())
-        return flops, moved
+        object.__setattr__(self, "_constants", constants)
+        return constants
+
+    @staticmethod
+    def _flops_and_bytes(sums: tuple[int, int, int, int], k: _Constants) -> tuple[float, float]:
+        tokens, sampling, attention2, kv = sums
+        flops = (
+            k.flops_per_token * float(tokens)
+            + k.flops_per_sample * float(sampling)
+            + k.flops_per_attention * float(attention2 // 2)
+        )
+        return flops, k.weight_bytes + k.kv_bytes_per_token * float(kv)
 
     def pass_time_ms(self, shape: PassShape) -> float:
         """Return the duration of the pass in milliseconds.
@@ -120,19 +209,13 @@ class RooflineTiming:
         Returns:
             ``T_0 + max(compute, memory) [+ T_comm]``; ``0.0`` for an empty pass.
         """
-        flops, moved = self.flops_and_bytes(shape)
-        if flops == 0.0 and moved == 0.0:
+        sums = _sums(shape)
+        if sums is None:
             return 0.0
-        t = self.tensor_parallel
-        compute_s = flops / (t * self.gpu.bf16_flops * self.compute_efficiency)
-        memory_s = moved / (t * self.gpu.memory_bandwidth_bytes_per_s * self.memory_efficiency)
-        total_ms = float(self.overhead_ms) + max(compute_s, memory_s) * 1000.0
-        if self.link_bandwidth_GBps is not None and t > 1:
-            prefill, decode = _entry_masks(shape)
-            tokens = float(shape.scheduled[prefill | decode].sum())
-            volume = tokens * self.model.hidden_size * float(self.activation_bytes)
-            comm_s = (2 * self.model.num_layers * 2 * (t - 1) / t * volume) / (
-                self.link_bandwidth_GBps * 1e9
-            )
-            total_ms += comm_s * 1000.0
+        k = self._derived()
+        flops, moved = self._flops_and_bytes(sums, k)
+        total_ms = k.overhead_ms + max(flops / k.compute_rate, moved / k.memory_rate) * 1000.0
+        if k.comm_per_byte:
+            volume = float(sums[0]) * k.comm_bytes_per_token * float(self.activation_bytes)
+            total_ms += (k.comm_per_byte * volume) / k.comm_rate * 1000.0
         return total_ms

@@ -3,20 +3,17 @@
 from __future__ import annotations
 
 import math
+from bisect import bisect_right
 from collections.abc import Sequence
 from itertools import pairwise
 from typing import Any
 
 import attrs
-import numpy as np
-import numpy.typing as npt
 
 from ._pass import PassShape
-from ._timing import TimingConfigError, _entry_masks
+from ._timing import TimingConfigError, _entry_sums
 
 __all__ = ("TableTiming",)
-
-FloatArray = npt.NDArray[np.float64]
 
 
 def _axis(values: Sequence[float]) -> tuple[float, ...]:
@@ -81,7 +78,6 @@ class TableTiming:
     decode_batch: tuple[float, ...] = attrs.field(converter=_axis, validator=_increasing)
     decode_context: tuple[float, ...] = attrs.field(converter=_axis, validator=_increasing)
     decode_ms: tuple[tuple[float, ...], ...] = attrs.field(converter=_grid)
-    _arrays: tuple[FloatArray, ...] = attrs.field(init=False, eq=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         if len(self.prefill_ms) != len(self.prefill_tokens):
@@ -101,37 +97,29 @@ class TableTiming:
                 raise TimingConfigError(
                     f"TableTiming.decode_ms must be finite numbers >= 0, got {row!r}"
                 )
-        arrays = (
-            np.array(self.prefill_tokens, dtype=np.float64),
-            np.array(self.prefill_ms, dtype=np.float64),
-            np.array(self.decode_batch, dtype=np.float64),
-            np.array(self.decode_context, dtype=np.float64),
-            np.array(self.decode_ms, dtype=np.float64),
-        )
-        object.__setattr__(self, "_arrays", arrays)
 
     def prefill_time_ms(self, tokens: float) -> float:
         """The prefill part for ``tokens`` prefill positions (0 for none), clamped at 0."""
         if tokens <= 0:
             return 0.0
-        xs, ys = self._arrays[0], self._arrays[1]
-        i, f = _segment(xs, float(tokens))
-        return max(0.0, float(ys[i] + f * (ys[i + 1] - ys[i])))
+        ys = self.prefill_ms
+        i, f = _segment(self.prefill_tokens, float(tokens))
+        return max(0.0, ys[i] + f * (ys[i + 1] - ys[i]))
 
     def decode_time_ms(self, batch: float, mean_context: float) -> float:
         """The decode part for ``batch`` decode entries at ``mean_context``, clamped at 0."""
         if batch <= 0:
             return 0.0
-        bs, cs, grid = self._arrays[2], self._arrays[3], self._arrays[4]
-        i, u = _segment(bs, float(batch))
-        j, v = _segment(cs, float(mean_context))
+        i, u = _segment(self.decode_batch, float(batch))
+        j, v = _segment(self.decode_context, float(mean_context))
+        low, high = self.decode_ms[i], self.decode_ms[i + 1]
         value = (
-            (1 - u) * (1 - v) * grid[i, j]
-            + u * (1 - v) * grid[i + 1, j]
-            + (1 - u) * v * grid[i, j + 1]
-            + u * v * grid[i + 1, j + 1]
+            (1 - u) * (1 - v) * low[j]
+            + u * (1 - v) * high[j]
+            + (1 - u) * v * low[j + 1]
+            + u * v * high[j + 1]
         )
-        return max(0.0, float(value))
+        return max(0.0, value)
 
     def pass_time_ms(self, shape: PassShape) -> float:
         """Return ``prefill(N_p) + decode(B_d, K_d / B_d)`` for the pass, in milliseconds.
@@ -142,18 +130,18 @@ class TableTiming:
         Returns:
             The pass duration (``0.0`` for an empty pass).
         """
-        prefill, decode = _entry_masks(shape)
-        total = self.prefill_time_ms(float(shape.scheduled[prefill].sum()))
-        batch = int(np.count_nonzero(decode))
+        sums = _entry_sums(shape)
+        if sums is None:
+            return 0.0
+        tokens, batch, _, decode_kv, _ = sums
+        total = self.prefill_time_ms(float(tokens))
         if batch:
-            kv = float((shape.computed[decode] + shape.scheduled[decode]).sum())
-            total += self.decode_time_ms(batch, kv / batch)
+            total += self.decode_time_ms(batch, float(decode_kv) / batch)
         return total
 
 
-def _segment(xs: FloatArray, x: float) -> tuple[int, float]:
+def _segment(xs: tuple[float, ...], x: float) -> tuple[int, float]:
     """The grid segment ``[xs[i], xs[i+1]]`` used for ``x`` (the edge one outside the grid) and
     the fraction of the way along it (below 0 or above 1 when extrapolating)."""
-    i = int(np.searchsorted(xs, x, side="right")) - 1
-    i = min(max(i, 0), len(xs) - 2)
-    return i, (x - float(xs[i])) / float(xs[i + 1] - xs[i])
+    i = min(max(bisect_right(xs, x) - 1, 0), len(xs) - 2)
+    return i, (x - xs[i]) / (xs[i + 1] - xs[i])
