@@ -15,8 +15,7 @@ import replay
 from engines import EngineConfig, FixedTiming
 from loadgen import read_trace
 from policies import KVAware
-from replay import TimelineFilter, TimelineRecorder
-from replay._session import ReplaySession  # replay.ReplaySession once re-exported
+from replay import ReplaySession, TimelineFilter, TimelineRecorder
 
 TOPOLOGY = replay.Aggregated(
     workers=2,
