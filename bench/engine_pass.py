@@ -1,24 +1,33 @@
 """Benchmark: the cost of one pass in each timing model, and of a whole default replay.
 
-Run ``python bench/engine_pass.py [--repeats N] [--no-replay] [--trace PATH] [--shapes]``.
+Run ``python bench/engine_pass.py [--repeats N] [--no-passes] [--no-replay] [--trace PATH]
+[--limit N] [--shapes]``.
 
 Prints, per timing model and pass shape, the median CPU time (``time.process_time``) of one
 ``pass_time_ms`` call over several repeats; the cost of building the ``PassShape`` the way the
 engine does (five small arrays from lists); and the CPU time of the default replay
 (``simclock replay`` with no options: the bundled sample, 4 engines, roofline timing,
-round-robin), or of ``--trace PATH`` instead. ``--shapes`` also prints the distribution of
-batch sizes the replay's passes had. Figures are printed, never asserted.
+round-robin), or of ``--trace PATH`` instead (its first ``--limit N`` requests). ``--shapes``
+also prints how many entries the replay's passes had. Figures are printed, never asserted.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib.resources
+import itertools
 import statistics
+import sys
 import time
 from collections import Counter
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
+
+# Run as a script, this file's directory comes first on sys.path and bench/replay.py would
+# shadow the ``replay`` package.
+if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
+    del sys.path[0]
 
 import attrs
 import numpy as np
@@ -107,14 +116,14 @@ def build(r: Rows, role: Role = "aggregated") -> PassShape:
     )
 
 
-def per_call_us(fn: Callable[[], object], *, repeats: int, target_s: float = 0.05) -> float:
+def per_call_us(fn: Callable[[], object], *, repeats: int, target_s: float = 0.02) -> float:
     """Median CPU microseconds of one ``fn()`` over ``repeats`` timed loops."""
     loops = 1
     while True:  # calibrate the loop count to about target_s
         start = time.process_time()
         for _ in range(loops):
             fn()
-        if time.process_time() - start >= target_s / 5 or loops >= 1 << 20:
+        if time.process_time() - start >= target_s / 4 or loops >= 1 << 20:
             break
         loops *= 4
     samples = []
@@ -126,43 +135,42 @@ def per_call_us(fn: Callable[[], object], *, repeats: int, target_s: float = 0.0
     return statistics.median(samples)
 
 
+CASES: list[tuple[str, int, str, Role]] = [
+    ("1 decode", 1, "decode", "aggregated"),
+    ("1 prompt", 1, "mixed", "aggregated"),
+    ("4 decode", 4, "decode", "aggregated"),
+    ("8 decode+1", 8, "decode+1", "aggregated"),
+    ("8 mixed", 8, "mixed", "aggregated"),
+    ("16 decode+1", 16, "decode+1", "aggregated"),
+    ("64 decode+1", 64, "decode+1", "aggregated"),
+    ("64 mixed", 64, "mixed", "aggregated"),
+    ("256 decode", 256, "decode", "aggregated"),
+    ("256 mixed", 256, "mixed", "aggregated"),
+    ("64 mixed prefill-role", 64, "mixed", "prefill"),
+    ("64 decode decode-role", 64, "decode", "decode"),
+]
+
+
 def pass_table(repeats: int) -> None:
     """Print per-pass microseconds per model and shape."""
-    cases = [
-        ("1 decode", rows(1, "decode"), "aggregated"),
-        ("1 prompt", rows(1, "mixed"), "aggregated"),
-        ("8 decode+1", rows(8, "decode+1"), "aggregated"),
-        ("8 mixed", rows(8, "mixed"), "aggregated"),
-        ("64 decode+1", rows(64, "decode+1"), "aggregated"),
-        ("64 mixed", rows(64, "mixed"), "aggregated"),
-        ("256 decode", rows(256, "decode"), "aggregated"),
-        ("256 mixed", rows(256, "mixed"), "aggregated"),
-        ("64 mixed prefill-role", rows(64, "mixed"), "prefill"),
-        ("64 decode decode-role", rows(64, "decode"), "decode"),
-    ]
     names = list(MODELS)
-    print(
-        f"{'pass shape (µs/pass, CPU)':<24}" + "".join(f"{n:>13}" for n in names) + f"{'build':>10}"
-    )
-    for label, r, role in cases:
-        shape = build(r, role)  # type: ignore[arg-type]
+    header = f"{'pass shape (µs/pass, CPU)':<24}" + "".join(f"{n:>13}" for n in names)
+    print(header + f"{'build':>10}")
+    for label, size, kind, role in CASES:
+        r = rows(size, kind)
+        # Distinct shape objects, cycled, so nothing a shape might cache is reused.
+        pool = itertools.cycle([build(r, role) for _ in range(64)])
         cells = []
         for name in names:
-            model = MODELS[name]
-
-            # A fresh shape each call, so nothing the shape caches is reused across calls.
-            def call(model: TimingModel = model, shape: PassShape = shape) -> object:
-                return model.pass_time_ms(attrs.evolve(shape))
-
+            call = partial(_one_pass, MODELS[name], pool)
             cells.append(per_call_us(call, repeats=repeats))
-        evolve_us = per_call_us(partial(attrs.evolve, shape), repeats=repeats)
-        build_us = per_call_us(partial(build, r, role), repeats=repeats)  # type: ignore[arg-type]
-        print(
-            f"{label:<24}"
-            + "".join(f"{max(0.0, v - evolve_us):>13.2f}" for v in cells)
-            + f"{build_us:>10.2f}"
-        )
-    print("(model columns exclude the cost of a fresh PassShape; 'build' is the engine's cost)")
+        build_us = per_call_us(partial(build, r, role), repeats=repeats)
+        print(f"{label:<24}" + "".join(f"{v:>13.2f}" for v in cells) + f"{build_us:>10.2f}")
+    print("('build' is what the engine spends making the PassShape: five np.array calls)")
+
+
+def _one_pass(model: TimingModel, pool: itertools.cycle[PassShape]) -> float:
+    return model.pass_time_ms(next(pool))
 
 
 @attrs.frozen
@@ -177,7 +185,7 @@ class _Recording:
         return self.inner.pass_time_ms(shape)
 
 
-def replay_cpu_s(trace: str | None, *, repeats: int, shapes: bool) -> None:
+def replay_cpu_s(trace: str | None, *, repeats: int, shapes: bool, limit: int | None) -> None:
     """Print the CPU seconds of the replay ``simclock replay [trace] --quiet`` runs."""
     config = replay.resolve_config({}, {"trace": trace})
     if trace is None:
@@ -186,6 +194,8 @@ def replay_cpu_s(trace: str | None, *, repeats: int, shapes: bool) -> None:
             workload = read_trace(path, format=config.format)
     else:
         workload = read_trace(trace, format=config.format)
+    if limit is not None:
+        workload = attrs.evolve(workload, requests=workload.requests[:limit])
     timing = config.build_timing()
     recorder = _Recording(timing)
     samples = []
@@ -229,12 +239,16 @@ def main() -> None:
     parser.add_argument("--no-passes", action="store_true")
     parser.add_argument("--trace", default=None)
     parser.add_argument("--shapes", action="store_true")
+    parser.add_argument("--limit", type=int, default=None, help="replay the first N requests")
     args = parser.parse_args()
     if not args.no_passes:
         pass_table(args.repeats)
     if not args.no_replay:
         replay_cpu_s(
-            args.trace, repeats=args.repeats if args.trace is None else 1, shapes=args.shapes
+            args.trace,
+            repeats=args.repeats if args.trace is None else 1,
+            shapes=args.shapes,
+            limit=args.limit,
         )
 
 
