@@ -51,7 +51,6 @@ __all__ = (
 
 ROUTER_PID = 0
 _TOKEN = EventKind.TOKEN
-_ENCODER = json.JSONEncoder(sort_keys=True, separators=(",", ":"))
 _FIRST_TOKEN = EventKind.FIRST_TOKEN
 _PASSES_TID = 0
 _DISPATCH_TID = 0
@@ -396,13 +395,12 @@ class TimelineRecorder:
         """
         f = TimelineFilter() if filter is None else filter
         link_pid = max([*self._engines_seen, len(self.views) - 1, -1]) + 2
-        records: list[tuple[int, int, str]] = []
-        encode = _ENCODER.encode  # events become JSON lines at once: far smaller than dicts
+        records: list[tuple[int, int, TraceEvent]] = []
         seq = 0
 
         def add(time_ns: int, event: TraceEvent) -> None:
             nonlocal seq
-            records.append((time_ns, seq, encode(event)))
+            records.append((time_ns, seq, event))
             seq += 1
 
         passes = self._pass_list()
@@ -550,8 +548,8 @@ class TimelineRecorder:
                         },
                     )
         records.sort(key=lambda r: (r[0], r[1]))
-        metadata = [encode(event) for event in self._metadata(link_pid)]
-        return Timeline(tuple(metadata + [line for _, _, line in records]))
+        metadata = self._metadata(link_pid)
+        return Timeline(tuple(metadata + [event for _, _, event in records]))
 
     def _pass_list(self) -> list[tuple[int, int, int, _PassAcc]]:
         """Every complete-looking pass as ``(engine, start_ns, end_ns, acc)``, in time order."""
@@ -611,22 +609,17 @@ _INCOMPLETE: tuple[tuple[str, JsonValue], ...] = (("incomplete", True),)
 
 @attrs.frozen
 class Timeline:
-    """A finished timeline: Chrome trace events, in output order, as JSON lines.
+    """A finished timeline: Chrome trace events, in output order.
 
     Attributes:
-        lines: one JSON object per trace event (keys sorted, no spaces): metadata first, then
-            everything else by time (ties in recording order).
+        events: the trace events: metadata first, then everything else by time (ties in
+            recording order).
     """
 
-    lines: tuple[str, ...]
-
-    @property
-    def events(self) -> tuple[TraceEvent, ...]:
-        """The trace events as dictionaries (parsed from :attr:`lines`)."""
-        return tuple(json.loads(line) for line in self.lines)
+    events: tuple[TraceEvent, ...]
 
     def to_bytes(self) -> bytes:
-        """Serialize as Chrome trace JSON (object form), one event per line.
+        """Serialize as Chrome trace JSON (object form), one event per line, keys sorted.
 
         Returns:
             UTF-8 bytes; the same timeline always gives the same bytes.
@@ -636,17 +629,18 @@ class Timeline:
         return buffer.getvalue()
 
     def _dump(self, out: BinaryIO) -> None:
+        encode = json.JSONEncoder(sort_keys=True, separators=(",", ":")).encode
         out.write(b'{"displayTimeUnit":"ms","traceEvents":[\n')
         separator = b""
-        for line in self.lines:
-            out.write(separator + line.encode("utf-8"))
+        for event in self.events:
+            out.write(separator + encode(event).encode("utf-8"))
             separator = b",\n"
         out.write(b"\n]}\n")
 
     def write(self, path: str | os.PathLike[str]) -> None:
         """Write :meth:`to_bytes` to ``path`` atomically (a temporary file, then a rename).
 
-        The lines are written one by one, so the whole file is never held in memory.
+        The events are encoded as they are written, so the file is never held in memory.
 
         Args:
             path: the file to create or replace; its directory must exist.
