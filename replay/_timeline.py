@@ -29,6 +29,7 @@ request ids) keep timelines of long traces small.
 
 from __future__ import annotations
 
+import gc
 import io
 import json
 import os
@@ -393,7 +394,17 @@ class TimelineRecorder:
         Returns:
             The :class:`Timeline`, ready to serialize.
         """
-        f = TimelineFilter() if filter is None else filter
+        # Hundreds of thousands of small dicts: the cyclic collector would rescan the
+        # recorder's containers again and again while they are built (none form cycles).
+        was_enabled = gc.isenabled()
+        gc.disable()
+        try:
+            return self._build(TimelineFilter() if filter is None else filter)
+        finally:
+            if was_enabled:
+                gc.enable()
+
+    def _build(self, f: TimelineFilter) -> Timeline:
         link_pid = max([*self._engines_seen, len(self.views) - 1, -1]) + 2
         records: list[tuple[int, int, TraceEvent]] = []
         seq = 0
