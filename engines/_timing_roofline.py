@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from operator import mul
 from typing import NamedTuple
 
 import attrs
@@ -77,7 +78,8 @@ def _sums(shape: PassShape) -> tuple[int, int, int, int] | None:
         if not n_l:
             return None
         tokens = sum(n_l)
-        attention = sum([n * (2 * c + n + 1) for n, c in zip(n_l, c_l, strict=True)])
+        # Σ n·(2c + n + 1) as C-level map/sum calls: cheaper than a Python-level loop here.
+        attention = 2 * sum(map(mul, n_l, c_l)) + sum(map(mul, n_l, n_l)) + tokens
         return tokens, s_l.count(True), attention, sum(c_l) + tokens
     n_a = _int_column(shape.scheduled)
     c_a = _int_column(shape.computed)
