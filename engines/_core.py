@@ -23,6 +23,9 @@ from ._pass import PassShape, TimingModel
 
 __all__ = ("EngineCore", "Pass", "Seq")
 
+#: No prefix hits (a shared empty list: ``KVCache.allocate`` only reads it).
+_NO_HITS: list[int] = []
+
 WAITING = "waiting"
 RUNNING = "running"
 HELD = "held"
@@ -139,6 +142,12 @@ class EngineCore:
         self.decode_outstanding = 0
         self.passes = 0
         self.busy_ns = 0
+        # the frozen config's knobs, read once per pass
+        self._max_tokens = config.max_num_batched_tokens
+        self._max_seqs = config.max_num_seqs
+        self._chunked = config.enable_chunked_prefill
+        self._watermark = config.watermark_blocks
+        self._kv_capacity = config.num_blocks * config.block_size
 
     # -- events ------------------------------------------------------------------------------
 
@@ -285,53 +294,66 @@ class EngineCore:
         Returns:
             The pass, priced by the timing model, or ``None`` if no token was scheduled.
         """
-        cfg = self.config
         e = self.block_size
         kv = self.kv
         caching = self.caching
-        budget = cfg.max_num_batched_tokens
+        budget = self._max_tokens
         entries: list[Seq] = []
         sched_n: list[int] = []
         comp: list[int] = []
         outb: list[int] = []
         prompts: list[int] = []
         samples: list[bool] = []
+        add_entry = entries.append
+        add_n = sched_n.append
+        add_comp = comp.append
+        add_out = outb.append
+        add_prompt = prompts.append
+        add_sample = samples.append
         # N = 0 requests never sample; on a prefill engine the hidden bootstrap token does
         any_target = self.role == "prefill"
         preempted = False
         running = self.running
+        nrun = len(running)
         i = 0
         # num_computed advances as each entry is scheduled: nothing later in the schedule
         # phase reads an earlier entry's counter (a victim is never an earlier entry)
-        while i < len(running) and budget > 0:
+        while i < nrun and budget > 0:
             r = running[i]
             c = r.num_computed
-            rem = r.prompt + r.num_output - c
-            n = rem
-            if n > budget:
+            out = r.num_output
+            prompt = r.prompt
+            rem = prompt + out - c
+            if rem == 1:  # a decode step (budget >= 1 here)
+                n = 1
+            elif rem > budget:
                 n = budget
-            elif n == 0:
+            elif rem == 0:
                 i += 1
                 continue
+            else:
+                n = rem
             end = c + n
-            if end > len(r.blocks) * e:
-                need = -(-end // e) - len(r.blocks)
-                while not kv.allocate(r.blocks, [], need):
+            blocks = r.blocks
+            if end > len(blocks) * e:
+                need = -(-end // e) - len(blocks)
+                while not kv.allocate(blocks, _NO_HITS, need):
                     v = running.pop()
                     self._preempt(v, now_ns)
                     preempted = True
                     if v is r:
                         break
+                nrun = len(running)
                 if r.state != RUNNING:
                     break
             if caching and end // e > r.nkeyed:
                 self._cache_full(r, end)
-            entries.append(r)
-            sched_n.append(n)
-            comp.append(c)
-            outb.append(r.num_output)
-            prompts.append(r.prompt)
-            samples.append(n == rem and (any_target or r.target > 0))
+            add_entry(r)
+            add_n(n)
+            add_comp(c)
+            add_out(out)
+            add_prompt(prompt)
+            add_sample(n == rem and (any_target or r.target > 0))
             r.num_computed = end
             if r.pf:  # a steady decode entry (pf 0) stays at pf 0
                 self._refresh(r)
@@ -339,9 +361,9 @@ class EngineCore:
             i += 1
         if not preempted:
             waiting = self.waiting
-            max_seqs = cfg.max_num_seqs
-            chunked = cfg.enable_chunked_prefill
-            wm = cfg.watermark_blocks
+            max_seqs = self._max_seqs
+            chunked = self._chunked
+            wm = self._watermark
             while waiting and budget > 0 and len(running) < max_seqs:
                 r = waiting[0]
                 num_tokens = r.prompt + r.num_output
@@ -375,12 +397,12 @@ class EngineCore:
                         ("role", self.role),
                     ),
                 )
-                entries.append(r)
-                sched_n.append(n)
-                comp.append(start)
-                outb.append(r.num_output)
-                prompts.append(r.prompt)
-                samples.append(start + n == num_tokens and (any_target or r.target > 0))
+                add_entry(r)
+                add_n(n)
+                add_comp(start)
+                add_out(r.num_output)
+                add_prompt(r.prompt)
+                add_sample(start + n == num_tokens and (any_target or r.target > 0))
                 r.num_computed = start + n
                 self._refresh(r)
                 budget -= n
@@ -403,9 +425,11 @@ class EngineCore:
             np.array(plan.output_before, dtype=np.int64),
             np.array(samples, dtype=np.bool_),
             self.role,
-            self.config.num_blocks * self.block_size,
+            self._kv_capacity,
         )
         ms = self.timing.pass_time_ms(shape)
+        if type(ms) is float and 0.0 <= ms < math.inf:
+            return round(ms * 1_000_000)
         if isinstance(ms, bool) or not isinstance(ms, int | float) or not ms >= 0 or math.isinf(ms):
             raise PassTimingError(
                 f"{type(self.timing).__name__}.pass_time_ms returned {ms!r}; "
@@ -440,34 +464,39 @@ class EngineCore:
 
     def commit(self, plan: Pass) -> None:
         """Apply the effects of ``plan`` at its end: tokens, finishes, freed blocks."""
+        if self.role == "prefill":
+            self._commit_prefill(plan)
+            return
         t = plan.end_ns
         finished = False
         token_events = self.journal.wants_token_events
-        prefill_role = self.role == "prefill"
+        # Steady decode entries only count down decode_outstanding; the count is applied in
+        # one step, and always before an event is recorded (a subscriber may read the view).
+        sampled = 0
         for r in plan.entries:
-            if r.num_computed != r.prompt + r.num_output:
+            out = r.num_output
+            if r.num_computed != r.prompt + out:
                 continue
-            if prefill_role:
-                r.state = HELD
-                self.held[r.rid] = r
-                self._drop(r)
-                finished = True
-                self._record(t, EventKind.PREFILL_DONE, r)
-                continue
-            if r.num_output < r.target:
-                r.num_output += 1
+            target = r.target
+            if out < target:
+                out += 1
+                r.num_output = out
                 # caught up and sampled: one position to compute next, one token fewer to go
-                self.prefill_outstanding -= r.pf
-                r.pf = 0
+                if r.pf:
+                    self.prefill_outstanding -= r.pf
+                    r.pf = 0
                 r.dec -= 1
-                self.decode_outstanding -= 1
-                if r.num_output == 1:
-                    self._record(t, EventKind.FIRST_TOKEN, r)
-                elif token_events:
-                    self._record(t, EventKind.TOKEN, r)
+                if out == 1 or token_events:
+                    self.decode_outstanding -= sampled + 1
+                    sampled = 0
+                    self._record(t, EventKind.FIRST_TOKEN if out == 1 else EventKind.TOKEN, r)
                 else:
+                    sampled += 1
                     r.trace.token_times_ns.append(t)
-            if r.num_output >= r.target:
+            if out >= target:
+                if sampled:
+                    self.decode_outstanding -= sampled
+                    sampled = 0
                 self.kv.release(r.blocks)
                 r.blocks = []
                 r.state = DONE
@@ -478,8 +507,25 @@ class EngineCore:
                     t,
                     EventKind.FINISHED,
                     r,
-                    (("truncated", r.target < r.request.output_length),),
+                    (("truncated", target < r.request.output_length),),
                 )
+        if sampled:
+            self.decode_outstanding -= sampled
+        if finished:
+            self.running = [r for r in self.running if r.state == RUNNING]
+
+    def _commit_prefill(self, plan: Pass) -> None:
+        """Prefill role: a request whose prompt is done leaves running, its blocks held."""
+        t = plan.end_ns
+        finished = False
+        for r in plan.entries:
+            if r.num_computed != r.prompt + r.num_output:
+                continue
+            r.state = HELD
+            self.held[r.rid] = r
+            self._drop(r)
+            finished = True
+            self._record(t, EventKind.PREFILL_DONE, r)
         if finished:
             self.running = [r for r in self.running if r.state == RUNNING]
 

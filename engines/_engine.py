@@ -528,15 +528,24 @@ class Engine:
             raise EngineError(f"engine {self.index} is already running")
         self._started = True
         core = self._core
-        waiter = f"engine[{self.index}]"
+        transitions = core.kv.transitions
+        index = self.index
+        waiter = f"engine[{index}]"
+        instant_end = simclock.instant_end
+        sleep_until_ns = simclock.sleep_until_ns
+        deadline = simclock.WakeupKind.ENGINE_DEADLINE
+        clock = asyncio.get_running_loop()
+        if not isinstance(clock, simclock.VirtualEventLoop):
+            simclock.now_ns()  # raises NotVirtualLoopError, naming the loop that runs
+            raise EngineError(f"engine {index} needs a simclock.VirtualEventLoop")
         while True:
-            if not core.has_work():
+            if not (core.running or core.waiting or core.reservations or core.reserved):
                 if self._closed:
                     return
                 await self._idle()
                 continue
-            await simclock.instant_end(priority=self.index, waiter=waiter)
-            now = simclock.now_ns()
+            await instant_end(priority=index, waiter=waiter)
+            now = clock.time_ns()
             if core.reservations:
                 self._reserve(now)
             plan = core.schedule(now)
@@ -546,14 +555,14 @@ class Engine:
                     await self._idle()
                 continue
             self._pass = plan
-            if plan.end_ns > now:
-                await simclock.sleep_until_ns(
-                    plan.end_ns, waiter=waiter, kind=simclock.WakeupKind.ENGINE_DEADLINE
-                )
+            end = plan.end_ns
+            if end > now:
+                await sleep_until_ns(end, waiter=waiter, kind=deadline)
             # else: a zero-duration pass commits at once, at the same instant
             core.commit(plan)
             self._pass = None
-            self._publish(plan.end_ns)
+            if transitions:
+                self._publish(end)
 
     def _publish(self, now_ns: int) -> None:
         transitions = self._core.kv.transitions
