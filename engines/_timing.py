@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from itertools import combinations
+from itertools import combinations, repeat
+from operator import and_, le, lt
 from typing import Any
 
 import attrs
@@ -216,14 +217,17 @@ class FixedTiming:
             computed: list[int] = shape.computed.tolist()
             prompts: list[int] = shape.prompt_length.tolist()
             samples: list[bool] = shape.samples.tolist()
+            # ``True in map(...)`` stops at the first hit without a Python-level loop.
             if role == "decode":
                 has_prefill = False
-                has_decode = any(samples)
+                has_decode = True in samples
             else:
-                has_prefill = any(c < p for c, p in zip(computed, prompts, strict=True))
+                has_prefill = True in map(lt, computed, prompts)  # c_r < P
                 outputs: list[int] = shape.output_before.tolist()
-                has_decode = role != "prefill" and any(
-                    s and o >= 1 for s, o in zip(samples, outputs, strict=True)
+                has_decode = role != "prefill" and True in map(
+                    and_,
+                    samples,
+                    map(le, repeat(1), outputs),  # samples and o >= 1
                 )
         elif role == "decode":
             has_prefill = False
