@@ -24,8 +24,6 @@ from replay._runner import run
 from replay._timeline import TimelineFilter
 from replay._topology import Aggregated
 
-from .timeline_checks import check_timeline
-
 TOPOLOGY = Aggregated(
     workers=2,
     engine=EngineConfig(num_blocks=1500, max_num_batched_tokens=4096),
@@ -62,32 +60,6 @@ def test_progress_never_changes_the_report(workload: Workload, tmp_path: Path) -
     last = stream.getvalue().splitlines()[-1]
     completed = sum(1 for r in expected.requests if r.status == "completed")
     assert last.startswith("virtual ") and f" done 60/60 (completed {completed})" in last
-
-
-def test_the_timeline_flag_writes_a_valid_filtered_timeline(
-    workload: Workload, tmp_path: Path
-) -> None:
-    path = tmp_path / "timeline.json"
-    first = workload.requests[0].id
-    got = run_observed(
-        workload,
-        options=DebugOptions(
-            timeline_path=path,
-            timeline_filter=TimelineFilter(end_ns=60_000_000_000, request_ids=[first]),
-        ),
-        topology=TOPOLOGY,
-        policy=LeastLoaded(),
-        seed=1,
-    )
-    doc = check_timeline(path.read_bytes())
-    spans = {e["id2"]["local"] for e in doc["traceEvents"] if e["ph"] == "b"}
-    assert spans == {first}
-    assert all(e["ts"] <= 60_000_000 for e in doc["traceEvents"] if e["ph"] != "M")
-    expected = run(workload, topology=TOPOLOGY, policy=LeastLoaded(), seed=1, keep_events=True)
-    assert (
-        outputs(got, tmp_path / "timeline")["requests.jsonl"]
-        == outputs(expected, tmp_path / "plain")["requests.jsonl"]
-    )
 
 
 def test_debug_flags_parse_into_options() -> None:
