@@ -477,11 +477,7 @@ class ReplaySession:
 
     def _next_event_ns(self) -> int | None:
         """The instant of the next callback, or ``None`` if nothing is scheduled."""
-        loop: Any = self._loop
-        if loop._has_work_now():
-            return self.now_ns
-        pending = [entry[0] for entry in loop._timers if not entry[2]._cancelled]
-        return min(pending) if pending else None
+        return self._loop.next_event_ns()
 
     # -- running --------------------------------------------------------------------------
 

@@ -912,6 +912,19 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
 
     # ------------------------------------------------------------------ inspection
 
+    def next_event_ns(self) -> int | None:
+        """The virtual instant of the next callback, without running anything.
+
+        Returns:
+            The current time if something can run at this instant (a ready callback, a due
+            timer or an ``instant_end`` waiter), else the earliest pending timer's instant, or
+            ``None`` when nothing at all is scheduled.
+        """
+        if self._has_work_now():
+            return self._now_ns
+        pending = [entry[0] for entry in self._timers if not entry[2]._cancelled]
+        return min(pending) if pending else None
+
     def stats(self) -> LoopStats:
         """The loop's counters as a frozen snapshot.
 

@@ -199,3 +199,22 @@ def test_snapshot_orders_tasks_by_name_with_numbers_as_numbers_and_inf_timers_la
         snapshot = loop.snapshot()
     assert [t.name for t in snapshot.tasks] == ["alpha", "worker-9", "worker-10"]
     assert [t.when_ns for t in snapshot.pending_timers] == [5_000_000_000, None]
+
+
+def test_next_event_ns_names_the_next_instant_without_running_it() -> None:
+    loop = simclock.new_event_loop()
+    try:
+        assert loop.next_event_ns() is None
+
+        async def sleeper() -> None:
+            await simclock.sleep_until_ns(5_000, waiter="sleeper")
+
+        loop.create_task(sleeper())
+        assert loop.next_event_ns() == 0  # the task's first step is ready now
+        loop.step()
+        assert loop.next_event_ns() == 5_000
+        assert loop.time_ns() == 0
+        loop.run_until_ns(5_000)
+        assert loop.next_event_ns() == 5_000
+    finally:
+        loop.close()
