@@ -17,7 +17,7 @@ from simclock import InternalError
 from ._config import EngineConfig
 from ._exceptions import PassTimingError
 from ._journal import EventKind, Journal, LifecycleEvent, RequestTrace
-from ._keys import ROOT_KEY, BlockKeyer, block_content
+from ._keys import ROOT_KEY, BlockKeyer, Content, block_content, prompt_contents
 from ._kv import KVCache
 from ._pass import PassShape, TimingModel
 
@@ -44,6 +44,7 @@ class Seq:
 
     __slots__ = (
         "blocks",
+        "contents",
         "dec",
         "hash_ids",
         "keys",
@@ -75,7 +76,10 @@ class Seq:
         self.num_preemptions = 0
         self.blocks: list[int] = []
         self.nkeyed = 0
+        # keys of blocks 0.. (interned ones only; at least the keyed blocks'), and the
+        # contents of the full prompt blocks, computed when first needed
         self.keys: list[int] = []
+        self.contents: list[Content] | None = None
         self.state = WAITING
         self.pf = 0
         self.dec = 0
@@ -214,7 +218,11 @@ class EngineCore:
         if trace.input_length == 0:  # created by an event that did not carry the lengths
             trace.input_length = request.input_length
             trace.output_length = request.output_length
-        return Seq(request, target, trace)
+        s = Seq(request, target, trace)
+        known = self.keyer.cached_block_keys(request, self.block_size)
+        if known:
+            s.keys = list(known)
+        return s
 
     def enqueue(self, s: Seq) -> None:
         """Append ``s`` to the waiting queue (engine arrival); no event is recorded."""
@@ -237,40 +245,52 @@ class EngineCore:
 
     # -- keys and lookup ---------------------------------------------------------------------
 
-    def _key(self, s: Seq, k: int) -> int:
+    def _contents(self, s: Seq) -> list[Content]:
+        contents = s.contents
+        if contents is None:
+            contents = prompt_contents(s.hash_ids, s.trace_block, s.prompt, self.block_size)
+            s.contents = contents
+        return contents
+
+    def _extend_keys(self, s: Seq, stop: int) -> None:
+        """Intern the keys of ``s``'s blocks up to ``stop``, in block order."""
         keys = s.keys
-        while len(keys) <= k:
-            j = len(keys)
+        contents = self._contents(s)
+        if len(keys) < len(contents):
+            self.keyer.extend(keys, contents, min(stop, len(contents)))
+        keyer = self.keyer
+        for j in range(len(keys), stop):  # blocks holding output positions
             parent = keys[j - 1] if j else ROOT_KEY
             content = block_content(s.hash_ids, s.trace_block, s.prompt, s.rid, j, self.block_size)
-            keys.append(self.keyer.key(parent, content))
-        return keys[k]
+            keys.append(keyer.key(parent, content))
 
     def _lookup(self, s: Seq, limit: int) -> list[int]:
         """Cached blocks for the first ``limit`` blocks of ``s`` (stops at the first miss)."""
         if not self.caching:
             return []
-        cache = self.kv.cache
         keys = s.keys
+        if len(keys) < limit:
+            # learn the keys that exist (a key never interned cannot be cached)
+            contents = self._contents(s)
+            if len(keys) < len(contents):
+                self.keyer.known(keys, contents, min(limit, len(contents)))
+            if len(contents) <= len(keys) < limit:
+                peek = self.keyer.peek
+                e = self.block_size
+                for k in range(len(keys), limit):
+                    content = block_content(s.hash_ids, s.trace_block, s.prompt, s.rid, k, e)
+                    found = peek(keys[k - 1] if k else ROOT_KEY, content)
+                    if found is None:
+                        break
+                    keys.append(found)
+        get = self.kv.cache.get
         out: list[int] = []
-        parent = ROOT_KEY
-        for k in range(limit):
-            if k < len(keys):
-                key = keys[k]
-            else:
-                content = block_content(
-                    s.hash_ids, s.trace_block, s.prompt, s.rid, k, self.block_size
-                )
-                found = self.keyer.peek(parent, content)
-                if found is None:
-                    break
-                key = found
-                keys.append(key)
-            copies = cache.get(key)
+        add = out.append
+        for k in range(limit if limit < len(keys) else len(keys)):
+            copies = get(keys[k])
             if copies is None:
                 break
-            out.append(copies[0])
-            parent = key
+            add(copies[0])
         return out
 
     def _cache_full(self, s: Seq, positions: int) -> None:
@@ -280,10 +300,13 @@ class EngineCore:
         full = min(positions, s.prompt + s.num_output) // self.block_size
         k = s.nkeyed
         if k < full:
+            keys = s.keys
+            if len(keys) < full:
+                self._extend_keys(s, full)
             blocks = s.blocks
             register = self.kv.register
             for j in range(k, full):
-                register(blocks[j], self._key(s, j))
+                register(blocks[j], keys[j])
             s.nkeyed = full
 
     # -- schedule phase (§3.2) ---------------------------------------------------------------

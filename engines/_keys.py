@@ -17,7 +17,7 @@ import attrs
 
 from loadgen import Request
 
-__all__ = ("ROOT_KEY", "BlockKeyer", "Content", "block_content")
+__all__ = ("ROOT_KEY", "BlockKeyer", "Content", "block_content", "prompt_contents")
 
 #: The parent of block 0's key.
 ROOT_KEY = 0
@@ -85,6 +85,29 @@ def block_content(
     return tuple(runs)
 
 
+def prompt_contents(
+    hash_ids: Sequence[int], trace_block_size: int, prompt_length: int, block_size: int
+) -> list[Content]:
+    """Return the contents of the full prompt blocks of a request, block 0 first.
+
+    The same values as :func:`block_content` for ``index`` in ``range(prompt_length //
+    block_size)``, computed in one sweep when ``block_size`` divides ``trace_block_size``.
+    """
+    full = prompt_length // block_size
+    if trace_block_size % block_size == 0:
+        per_id = trace_block_size // block_size
+        ids = hash_ids[: -(-full // per_id)]
+        if per_id == 1:
+            same: list[Content] = list(ids)
+            return same
+        repeated: list[Content] = [cid for cid in ids for _ in range(per_id)]
+        return repeated[:full]
+    return [
+        block_content(hash_ids, trace_block_size, prompt_length, "", k, block_size)
+        for k in range(full)
+    ]
+
+
 @attrs.define(eq=False)
 class BlockKeyer:
     """Interns chained block keys; one per run, shared by every engine so keys compare.
@@ -96,6 +119,10 @@ class BlockKeyer:
     # (parent, content) -> key; a bare int64 content id is packed with its parent into one
     # int (half the memory of a tuple, and most blocks have a bare id)
     _keys: dict[int | tuple[int, Content], int] = attrs.field(factory=dict, init=False, repr=False)
+    # (request id, block size) -> (request, its full prompt blocks' keys), filled by block_keys
+    _memo: dict[tuple[str, int], tuple[Request, tuple[int, ...]]] = attrs.field(
+        factory=dict, init=False, repr=False
+    )
 
     def __len__(self) -> int:
         """The number of distinct keys interned so far."""
@@ -120,8 +147,61 @@ class BlockKeyer:
         pair = (parent << 64) | (content & _MASK64) if type(content) is int else (parent, content)
         return self._keys.get(pair)
 
+    def extend(self, keys: list[int], contents: Sequence[Content], stop: int) -> None:
+        """Intern the chained keys of blocks ``len(keys) .. stop - 1`` and append them.
+
+        Args:
+            keys: the keys of blocks ``0 .. len(keys) - 1``, extended in place.
+            contents: block contents, indexed by block (at least ``stop`` of them).
+            stop: the number of keys ``keys`` holds afterwards.
+        """
+        table = self._keys
+        parent = keys[-1] if keys else ROOT_KEY
+        append = keys.append
+        for j in range(len(keys), stop):
+            content = contents[j]
+            pair = (
+                (parent << 64) | (content & _MASK64) if type(content) is int else (parent, content)
+            )
+            key = table.get(pair)
+            if key is None:
+                key = len(table) + 1
+                table[pair] = key
+            append(key)
+            parent = key
+
+    def known(self, keys: list[int], contents: Sequence[Content], stop: int) -> None:
+        """Append the keys of blocks ``len(keys) ..`` while they were interned before.
+
+        Like :meth:`extend` with :meth:`peek`: stops before block ``stop`` or at the first
+        block whose key was never interned; interns nothing.
+        """
+        table = self._keys
+        parent = keys[-1] if keys else ROOT_KEY
+        append = keys.append
+        for j in range(len(keys), stop):
+            content = contents[j]
+            pair = (
+                (parent << 64) | (content & _MASK64) if type(content) is int else (parent, content)
+            )
+            key = table.get(pair)
+            if key is None:
+                return
+            append(key)
+            parent = key
+
+    def cached_block_keys(self, request: Request, block_size: int) -> tuple[int, ...] | None:
+        """The keys :meth:`block_keys` returned for this very ``request`` object, or ``None``."""
+        memo = self._memo.get((request.id, block_size))
+        if memo is None or memo[0] is not request:
+            return None
+        return memo[1]
+
     def block_keys(self, request: Request, block_size: int) -> tuple[int, ...]:
         """Return the chained keys of the full prompt blocks of ``request``.
+
+        The result is remembered per request id and block size (for the same request
+        object), so asking again, from any engine or policy, costs one lookup.
 
         Args:
             request: the request (its ``hash_ids`` cover ``ceil(P / T)`` trace blocks).
@@ -130,13 +210,14 @@ class BlockKeyer:
         Returns:
             ``floor(P / E)`` keys, block 0 first.
         """
-        hash_ids = request.hash_ids.tolist()
-        parent = ROOT_KEY
+        memo = self._memo.get((request.id, block_size))
+        if memo is not None and memo[0] is request:
+            return memo[1]
+        contents = prompt_contents(
+            request.hash_ids.tolist(), request.block_size, request.input_length, block_size
+        )
         keys: list[int] = []
-        for k in range(request.input_length // block_size):
-            content = block_content(
-                hash_ids, request.block_size, request.input_length, request.id, k, block_size
-            )
-            parent = self.key(parent, content)
-            keys.append(parent)
-        return tuple(keys)
+        self.extend(keys, contents, len(contents))
+        result = tuple(keys)
+        self._memo[(request.id, block_size)] = (request, result)
+        return result

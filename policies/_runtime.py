@@ -506,7 +506,6 @@ class PolicyRuntime:
     _open: dict[str, Offer] = attrs.field(factory=dict, init=False)
     _tasks: list[asyncio.Task[Any]] = attrs.field(factory=list, init=False)
     _main: asyncio.Task[None] | None = attrs.field(default=None, init=False)
-    _keys: dict[tuple[str, int], tuple[int, ...]] = attrs.field(factory=dict, init=False)
     _unsettled: int = attrs.field(default=0, init=False)
 
     def __attrs_post_init__(self) -> None:
@@ -623,13 +622,9 @@ class PolicyRuntime:
         return self.views[engine]
 
     def block_keys(self, request: Request, block_size: int) -> tuple[int, ...]:
-        """Return (and cache) the chained block keys of ``request`` at ``block_size``."""
-        key = (request.id, block_size)
-        keys = self._keys.get(key)
-        if keys is None:
-            keys = self.keyer.block_keys(request, block_size)
-            self._keys[key] = keys
-        return keys
+        """Return the chained block keys of ``request`` at ``block_size`` (the keyer
+        remembers them, for the policy and the engines alike)."""
+        return self.keyer.block_keys(request, block_size)
 
     def spawn(self, coro: Coroutine[Any, Any, T], *, name: str | None = None) -> asyncio.Task[T]:
         """Start a supervised background task (see :meth:`PolicyContext.spawn`)."""

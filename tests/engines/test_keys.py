@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engines import BlockKeyer
-from engines._keys import block_content
+from engines._keys import block_content, prompt_contents
 
 from .sim import req
 
@@ -82,3 +82,50 @@ def test_distinct_parent_and_content_pairs_get_distinct_keys() -> None:
     keys = [keyer.key(p, c) for p, c in pairs]  # type: ignore[arg-type]
     assert keys == list(range(1, len(pairs) + 1))
     assert [keyer.peek(p, c) for p, c in pairs] == keys  # type: ignore[arg-type]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    trace_block=st.integers(1, 300),
+    engine_block=st.integers(1, 300),
+    ids=st.lists(st.integers(0, 3), min_size=1, max_size=8),
+    extra=st.integers(0, 2),
+    data=st.data(),
+)
+def test_prompt_contents_match_block_content_of_every_full_prompt_block(
+    trace_block: int, engine_block: int, ids: list[int], extra: int, data: st.DataObject
+) -> None:
+    prompt = data.draw(st.integers((len(ids) - 1) * trace_block + 1, len(ids) * trace_block))
+    hash_ids = ids + [9] * extra  # ids past the prompt are ignored
+    expected = [
+        block_content(hash_ids, trace_block, prompt, "r", k, engine_block)
+        for k in range(prompt // engine_block)
+    ]
+    assert prompt_contents(hash_ids, trace_block, prompt, engine_block) == expected
+
+
+def test_block_keys_are_remembered_per_request_and_block_size() -> None:
+    keyer = BlockKeyer()
+    a = req("a", 1000, 1, hash_ids=[1, 2])
+    assert keyer.cached_block_keys(a, 64) is None
+    keys = keyer.block_keys(a, 64)
+    assert keyer.block_keys(a, 64) is keys
+    assert keyer.cached_block_keys(a, 64) is keys
+    assert keyer.cached_block_keys(a, 128) is None
+    # another request object with the same id is keyed afresh, never served the memo
+    other = req("a", 1000, 1, hash_ids=[3, 4])
+    assert keyer.cached_block_keys(other, 64) is None
+    assert keyer.block_keys(other, 64) != keys
+
+
+def test_extend_interns_in_block_order_and_known_interns_nothing() -> None:
+    keyer = BlockKeyer()
+    keys: list[int] = []
+    keyer.extend(keys, [5, 5, 6], 2)
+    assert keys == [1, 2]
+    keyer.extend(keys, [5, 5, 6], 3)
+    assert keys == [1, 2, 3]
+    probe: list[int] = []
+    keyer.known(probe, [5, 5, 7, 8], 4)
+    assert probe == [1, 2]  # (2, 7) was never interned: stop there
+    assert len(keyer) == 3
