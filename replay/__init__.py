@@ -62,6 +62,7 @@ from ._progress import Progress as Progress
 from ._progress import ProgressMode as ProgressMode
 from ._progress import format_virtual_time as format_virtual_time
 from ._progress import make_progress as make_progress
+from ._report import PLAY_OUTCOMES as PLAY_OUTCOMES
 from ._report import SCHEMA_VERSION as SCHEMA_VERSION
 from ._report import TERMINAL_STATUSES as TERMINAL_STATUSES
 from ._report import AdmissionRecord as AdmissionRecord
@@ -71,6 +72,7 @@ from ._report import EventCounter as EventCounter
 from ._report import Goodput as Goodput
 from ._report import Handoff as Handoff
 from ._report import LifecycleEvidence as LifecycleEvidence
+from ._report import PlaySummary as PlaySummary
 from ._report import ReplayResult as ReplayResult
 from ._report import RequestRecord as RequestRecord
 from ._report import RunMeta as RunMeta
@@ -105,6 +107,7 @@ __all__ = (
     "OUTPUT_FILES",
     "PERCENTILES",
     "PLACEMENT_ORDERS",
+    "PLAY_OUTCOMES",
     "POLICIES",
     "SCHEMA_VERSION",
     "SEED_STREAMS",
@@ -135,6 +138,7 @@ __all__ = (
     "PDPhases",
     "PDRuntime",
     "PlacementOrder",
+    "PlaySummary",
     "PolicyState",
     "PreparedWorkload",
     "Progress",

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, NoReturn, TextIO, cast
 
 import simclock
-from loadgen import FORMATS, Workload, read_trace
+from loadgen import FORMATS, Workload, detect_format, generate_synthetic, read_trace
 from policies import Policy
 from simclock import __version__
 
@@ -42,9 +42,11 @@ from ._config import (
     POLICIES,
     TIMINGS,
     TOPOLOGIES,
+    WORKLOAD_FLAGS,
     ConfigError,
     ReplayConfig,
     load_config_file,
+    reader_option_check,
     resolve_config,
 )
 from ._exceptions import ReplayFailedError
@@ -109,8 +111,19 @@ config file (--config run.toml or run.json): a table with the same keys as the o
   policy, timing, gpu, model, seed, slo, output_dir), plus
   gpu_memory_utilization and an [engine] table of engine settings (num_blocks, block_size,
   max_num_batched_tokens, max_num_seqs, enable_chunked_prefill, enable_prefix_caching,
-  context_length, watermark_fraction). Options given on the command line win. The
-  config.json of an earlier run is a valid config file.
+  context_length, watermark_fraction), and a [workload] table: load-mode keys (speedup,
+  concurrency, arrivals, target_rate, max_requests, max_sessions, max_virtual_time_s, lanes,
+  snapshots, snapshot_seed, warmup, warmup_repeats, profile), reader options (block_size,
+  source, nested_basis, subagent_join, pacing, failures), and synthetic (a spec string or a
+  table, instead of a trace). Options given on the command line win. The config.json of an
+  earlier run is a valid config file.
+
+synthetic workloads (--synthetic SPEC): key=value pairs separated by spaces, e.g.
+  "count=1000 arrivals=poisson(5) input=lognormal(12035,6909) output=300";
+  keys: count and arrivals (poisson(rate), gamma(rate,cv), constant(rate)) are required;
+  input, output (fixed(v), uniform(lo,hi), lognormal(mean,median), or a number), lengths
+  (a trace to resample), input_min, input_max, output_min, output_max, block_size,
+  prefix_groups, shared_prefix_ratio, turns, new_input, think_ms. Drawn from the run seed.
 
 outputs (--output-dir DIR): summary.json, requests.jsonl, config.json, written atomically;
   the same inputs and seed give byte-identical files.
@@ -220,14 +233,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="DIR",
         help="write summary.json, requests.jsonl and config.json into DIR",
     )
-    replay.add_argument(
-        "--max-virtual-time",
-        type=_positive_float,
-        metavar="SECONDS",
-        dest="max_virtual_time_s",
-        help="stop releasing requests after this virtual time; in-flight ones end incomplete",
-    )
     replay.add_argument("--quiet", action="store_true", help="do not print the report table")
+    _add_workload_flags(replay)
     add_debug_flags(replay)
     replay.set_defaults(handler=_replay, parser=replay)
     inspect = add_inspect_parser(
@@ -235,6 +242,133 @@ def build_parser() -> argparse.ArgumentParser:
     )
     inspect.set_defaults(parser=inspect)
     return parser
+
+
+def _add_workload_flags(replay: argparse.ArgumentParser) -> None:
+    """The workload flags: a synthetic workload, the load mode, the reader's options."""
+    load = replay.add_argument_group(
+        "workload and load mode",
+        "how requests are released (default: at the trace's timestamps); each flag overrides "
+        "the same key of the config file's [workload] table",
+    )
+    load.add_argument(
+        "--synthetic",
+        metavar="SPEC",
+        help='generate the workload instead of reading a TRACE, e.g. "count=1000 '
+        'arrivals=poisson(5) input=lognormal(12035,6909) output=300"',
+    )
+    load.add_argument(
+        "--speedup",
+        type=_positive_float,
+        metavar="X",
+        help="release at X times the trace's pace: root times and delays divided by X (default: 1)",
+    )
+    load.add_argument(
+        "--concurrency",
+        type=_positive_int,
+        metavar="N",
+        help="closed loop: at most N sessions in flight, each holding its slot through its "
+        "think times",
+    )
+    load.add_argument(
+        "--target-rate",
+        type=_positive_float,
+        metavar="R",
+        help="scale the trace's pace so sessions start at R per second",
+    )
+    load.add_argument(
+        "--arrivals",
+        metavar="PROCESS",
+        help="re-time session starts with poisson(rate), gamma(rate,cv) or constant(rate), "
+        "keeping lengths, content and delays",
+    )
+    load.add_argument(
+        "--max-requests",
+        type=_non_negative_int,
+        metavar="N",
+        help="release the first N requests; later ones end never_issued",
+    )
+    load.add_argument(
+        "--max-sessions",
+        type=_non_negative_int,
+        metavar="N",
+        help="start the first N sessions and run them to their end",
+    )
+    load.add_argument(
+        "--max-virtual-time",
+        type=_positive_float,
+        metavar="SECONDS",
+        dest="max_virtual_time_s",
+        help="stop releasing requests after this virtual time; in-flight ones end incomplete, "
+        "later ones never_issued",
+    )
+    agentic = replay.add_argument_group("agentic plays (weka, agentic formats)")
+    agentic.add_argument(
+        "--lanes",
+        type=_positive_int,
+        metavar="N",
+        help="run at most N plays at once; a freed lane starts the next play",
+    )
+    agentic.add_argument(
+        "--snapshots",
+        action="store_const",
+        const=True,
+        help="cut each initial lane's play at a seeded point in 25-75%% of its span; earlier "
+        "requests are history (needs --lanes)",
+    )
+    agentic.add_argument(
+        "--snapshot-seed",
+        type=_non_negative_int,
+        metavar="N",
+        help="the seed of the snapshot cuts; implies --snapshots (default: the run seed)",
+    )
+    agentic.add_argument(
+        "--warmup",
+        action="store_const",
+        const=True,
+        help="prime the caches with the history and wait for idle engines before measuring "
+        "(needs --snapshots)",
+    )
+    agentic.add_argument(
+        "--warmup-repeats",
+        type=_non_negative_int,
+        metavar="N",
+        help="warm-up requests per lane (default: 10)",
+    )
+    reader = replay.add_argument_group("trace reader options")
+    reader.add_argument(
+        "--block-size",
+        type=_positive_int,
+        metavar="T",
+        help="tokens per content id of the trace (mooncake default 512; csv formats 64)",
+    )
+    reader.add_argument(
+        "--source",
+        metavar="LABEL",
+        help="the source label in request ids (default: the file name up to its first dot)",
+    )
+    reader.add_argument(
+        "--nested-basis",
+        choices=("auto", "relative", "absolute"),
+        help="weka: the clock of subagent calls (default: auto, decided per group)",
+    )
+    reader.add_argument(
+        "--subagent-join",
+        choices=("none", "recorded"),
+        help="weka: recorded makes the parent's next call wait for a completed subagent "
+        "(default: none)",
+    )
+    reader.add_argument(
+        "--pacing",
+        choices=("recorded", "dependencies"),
+        help="weka: recorded keeps every call's recorded start as a floor; dependencies only "
+        "for calls without dependencies (default: recorded)",
+    )
+    reader.add_argument(
+        "--failures",
+        choices=("drop", "prefill_only"),
+        help="burstgpt: drop failed requests (default) or keep them as prefill-only",
+    )
 
 
 def _format_name(text: str) -> str:
@@ -285,9 +419,18 @@ def _trace_path(trace: str | None) -> Iterator[Path]:
 
 
 def _read_workload(config: ReplayConfig) -> Workload:
+    spec = config.synthetic_spec()
+    if spec is not None:
+        return generate_synthetic(spec, seed=config.seed)
     with _trace_path(config.trace) as path:
         try:
-            return read_trace(path, format=config.format)
+            options = config.reader_options()
+            if options:
+                name = config.format
+                if name == "auto":
+                    name = detect_format(path).name
+                reader_option_check(config, name)
+            return read_trace(path, format=config.format, **options)
         except OSError as exc:
             raise ConfigError(f"{config.trace or path}: {exc.strerror or exc}") from None
 
@@ -328,6 +471,7 @@ def _replay(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
         "seed": args.seed,
         "slo": args.slo,
         "output_dir": args.output_dir,
+        "workload": {key: getattr(args, key) for key in WORKLOAD_FLAGS},
     }
     config = resolve_config(file_values, overrides, source=source)
     _check_output_dir(config.output_dir)
@@ -358,7 +502,7 @@ def _replay(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
             policy=policy,
             seed=config.seed,
             slo=config.slo,
-            max_virtual_time_s=args.max_virtual_time_s,
+            load=config.build_load(),
             config=config.as_json(),
         )
     except ReplayFailedError as exc:

@@ -16,6 +16,11 @@ A configuration is a flat table (TOML or JSON) whose keys are the command-line o
     gpu_memory_utilization = 0.9
     [engine]                             # any EngineConfig field
     max_num_batched_tokens = 8192
+    [workload]                           # load mode, reader options, or a synthetic workload
+    speedup = 4                          # any loadgen.LoadMode field
+    block_size = 512                     # reader options: block_size, source, nested_basis,
+                                         # subagent_join, pacing, failures
+    synthetic = "count=1000 arrivals=poisson(5)"   # or a table; instead of a trace
 
 Command-line flags override the file, key by key. :func:`resolve_config` validates everything and
 returns a :class:`ReplayConfig`; :meth:`ReplayConfig.build_policy` and
@@ -47,6 +52,7 @@ from engines import (
     kv_bytes_per_token,
     model_arch,
 )
+from loadgen import LoadMode, SyntheticSpec, WorkloadConfigError, parse_synthetic
 
 from ._exceptions import ReplayError
 from ._metrics import SLO, SLOError
@@ -60,12 +66,14 @@ __all__ = (
     "POLICIES",
     "TIMINGS",
     "TOPOLOGIES",
+    "WORKLOAD_FLAGS",
     "ComponentSpec",
     "ConfigError",
     "ReplayConfig",
     "kv_blocks_for",
     "load_config_file",
     "parse_spec",
+    "reader_option_check",
     "resolve_config",
 )
 
@@ -99,6 +107,7 @@ _KEYS = (
     "prefill_workers",
     "decode_workers",
     "kv_bandwidth_gbps",
+    "workload",
 )
 _PD_KEYS = ("prefill_workers", "decode_workers", "kv_bandwidth_gbps")
 TOPOLOGIES: tuple[str, ...] = ("aggregated", "pd")
@@ -106,6 +115,45 @@ TOPOLOGIES: tuple[str, ...] = ("aggregated", "pd")
 
 
 _T = TypeVar("_T")
+
+_LOAD_KEYS = tuple(f.name for f in attrs.fields(LoadMode))
+_READER_KEYS = ("block_size", "source", "nested_basis", "subagent_join", "pacing", "failures")
+_READER_CHOICES: Mapping[str, tuple[str, ...]] = {
+    "nested_basis": ("auto", "relative", "absolute"),
+    "subagent_join": ("none", "recorded"),
+    "pacing": ("recorded", "dependencies"),
+    "failures": ("drop", "prefill_only"),
+}
+_READER_FORMATS: Mapping[str, tuple[str, ...]] = {
+    "nested_basis": ("weka",),
+    "subagent_join": ("weka",),
+    "pacing": ("weka",),
+    "failures": ("burstgpt",),
+}
+_WORKLOAD_KEYS = ("synthetic", *_LOAD_KEYS, *_READER_KEYS)
+
+WORKLOAD_FLAGS: Mapping[str, str] = {
+    "synthetic": "--synthetic",
+    "speedup": "--speedup",
+    "concurrency": "--concurrency",
+    "arrivals": "--arrivals",
+    "target_rate": "--target-rate",
+    "max_requests": "--max-requests",
+    "max_sessions": "--max-sessions",
+    "max_virtual_time_s": "--max-virtual-time",
+    "lanes": "--lanes",
+    "snapshots": "--snapshots",
+    "snapshot_seed": "--snapshot-seed",
+    "warmup": "--warmup",
+    "warmup_repeats": "--warmup-repeats",
+    "block_size": "--block-size",
+    "source": "--source",
+    "nested_basis": "--nested-basis",
+    "subagent_join": "--subagent-join",
+    "pacing": "--pacing",
+    "failures": "--failures",
+}
+"""``[workload]`` key -> the command-line flag that sets it (flags win over the file)."""
 
 
 class ConfigError(ReplayError, ValueError):
@@ -294,6 +342,10 @@ class ReplayConfig:
         decode_workers: engines in the decode pool (``pd`` only).
         kv_bandwidth_gbps: the KV link's bandwidth in GB/s; None for instant transfers
             (``pd`` only).
+        workload: the ``[workload]`` table: :class:`loadgen.LoadMode` fields, reader
+            options (``block_size``, ``source``, ``nested_basis``, ``subagent_join``,
+            ``pacing``, ``failures``) and ``synthetic`` (a spec string or table, instead of
+            a trace), as given.
     """
 
     trace: str | None = None
@@ -312,6 +364,30 @@ class ReplayConfig:
     prefill_workers: int = 1
     decode_workers: int = 1
     kv_bandwidth_gbps: float | None = None
+    workload: Mapping[str, Any] = attrs.field(factory=dict)
+
+    def build_load(self) -> LoadMode:
+        """The load mode the ``[workload]`` table sets (trace timestamps when it sets none).
+
+        Raises:
+            ConfigError: a bad load option (named as ``workload.<key>``).
+        """
+        wheres = {key: f"workload.{key}" for key in self.workload}
+        return _load_mode(self.workload, wheres)
+
+    def synthetic_spec(self) -> SyntheticSpec | None:
+        """The synthetic workload to generate instead of reading a trace, or None.
+
+        Raises:
+            ConfigError: a bad synthetic spec.
+        """
+        if self.workload.get("synthetic") is None:
+            return None
+        return _synthetic(self.workload["synthetic"], where="workload.synthetic")
+
+    def reader_options(self) -> dict[str, Any]:
+        """The trace reader's options (``block_size``, ``source``, weka and burstgpt ones)."""
+        return {k: self.workload[k] for k in _READER_KEYS if self.workload.get(k) is not None}
 
     def build_policy(self) -> policies.Policy:
         """A fresh policy object (policies keep state, so each run needs its own).
@@ -392,6 +468,8 @@ class ReplayConfig:
             "gpu_memory_utilization": self.gpu_memory_utilization,
             "engine": dict(self.engine),
         }
+        if self.workload:
+            out["workload"] = dict(self.workload)
         return out
 
 
@@ -521,9 +599,15 @@ def resolve_config(
         if key not in _KEYS:
             raise ConfigError(f"{source}: {key}: unknown key; known: {', '.join(_KEYS)}")
         merged[key] = (f"{source}: {key}", value)
+    workload = _file_workload(merged.pop("workload", None))
     for key, value in (overrides or {}).items():
-        if value is not None:
+        if key == "workload":
+            for name, item in (value or {}).items():
+                if item is not None:
+                    workload[name] = (WORKLOAD_FLAGS[name], item)
+        elif value is not None:
             merged[key] = (f"--{key.replace('_', '-')}", value)
+    _one_workload_source(merged, workload)
 
     kwargs: dict[str, Any] = {}
     for key, (where, value) in merged.items():
@@ -576,6 +660,8 @@ def resolve_config(
             raise ConfigError(f"{where}: not used by the pd topology (see prefill_workers)")
         if topology == "aggregated" and key in _PD_KEYS:
             raise ConfigError(f"{where}: only used with the pd topology")
+    if workload:
+        kwargs["workload"] = _workload(workload)
     config = ReplayConfig(**kwargs)
     # Build once now so a bad name or option fails before any trace is read.
     if config.topology == "aggregated":
@@ -599,3 +685,109 @@ def _slo(value: object, *, where: str) -> SLO | None:
             text = f"{where}: {text[5:]}"
         raise ConfigError(text) from None
     return None if slo.is_empty else slo
+
+
+# --------------------------------------------------------------------------------------------
+# The [workload] table: load mode, reader options, synthetic workload.
+
+
+def _file_workload(entry: tuple[str, Any] | None) -> dict[str, tuple[str, Any]]:
+    """The config file's ``[workload]`` table as ``key -> (where, value)``."""
+    if entry is None:
+        return {}
+    where, table = entry
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"{where}: must be a table")
+    out: dict[str, tuple[str, Any]] = {}
+    for key, value in table.items():
+        if key not in _WORKLOAD_KEYS:
+            known = ", ".join(_WORKLOAD_KEYS)
+            raise ConfigError(f"{where}.{key}: unknown key; known: {known}")
+        out[key] = (f"{where}.{key}", value)
+    return out
+
+
+def _one_workload_source(
+    merged: dict[str, tuple[str, Any]], workload: dict[str, tuple[str, Any]]
+) -> None:
+    """Keep one of a trace and a synthetic workload: a flag wins over the file."""
+    trace, synthetic = merged.get("trace"), workload.get("synthetic")
+    if trace is None or synthetic is None or trace[1] is None or synthetic[1] is None:
+        return
+    trace_flag, synthetic_flag = trace[0].startswith("--"), synthetic[0].startswith("--")
+    if trace_flag and synthetic_flag:
+        raise ConfigError("--synthetic: not allowed with a TRACE")
+    if trace_flag:
+        del workload["synthetic"]
+    elif synthetic_flag:
+        del merged["trace"]
+    else:
+        raise ConfigError(f"{synthetic[0]}: not allowed with trace")
+
+
+def _workload(entries: Mapping[str, tuple[str, Any]]) -> dict[str, Any]:
+    """Validate the merged ``[workload]`` entries; return the table, keys in a fixed order."""
+    table = {key: entries[key][1] for key in _WORKLOAD_KEYS if key in entries}
+    wheres = {key: entries[key][0] for key in table}
+    for key in _READER_KEYS:
+        if key not in table:
+            continue
+        value, where = table[key], wheres[key]
+        if table.get("synthetic") is not None:
+            raise ConfigError(f"{where}: only used with a trace, not with synthetic")
+        if key == "block_size":
+            _int(value, where=where, minimum=1)
+        elif key == "source":
+            _str(value, where=where)
+        elif value not in _READER_CHOICES[key]:
+            choices = ", ".join(_READER_CHOICES[key])
+            raise ConfigError(f"{where}: must be one of {choices}, got {value!r}")
+    if table.get("synthetic") is not None:
+        _synthetic(table["synthetic"], where=wheres["synthetic"])
+    _load_mode(table, wheres)
+    return table
+
+
+def _synthetic(value: object, *, where: str) -> SyntheticSpec:
+    try:
+        if isinstance(value, str):
+            return parse_synthetic(value)
+        if isinstance(value, Mapping):
+            return SyntheticSpec.from_dict(value)
+    except WorkloadConfigError as exc:
+        text = str(exc)
+        if text.startswith("synthetic: "):
+            text = text[len("synthetic: ") :]
+        raise ConfigError(f"{where}: {text}") from None
+    raise ConfigError(f"{where}: must be a spec string or a table, got {value!r}")
+
+
+def _load_mode(table: Mapping[str, Any], wheres: Mapping[str, str]) -> LoadMode:
+    """The :class:`loadgen.LoadMode` of the load keys; an error names the key's origin."""
+    values = {key: table[key] for key in _LOAD_KEYS if table.get(key) is not None}
+    if "snapshot_seed" in values and "snapshots" not in values:
+        values["snapshots"] = True  # a snapshot seed asks for snapshots
+    try:
+        return LoadMode.from_dict(values)
+    except WorkloadConfigError as exc:
+        text = str(exc)
+        key, sep, problem = text.partition(": ")
+        where = wheres.get(key.split(".")[0]) if sep else None
+        if where is None:
+            where = "workload"
+            problem = text
+        raise ConfigError(f"{where}: {problem}") from None
+
+
+def reader_option_check(config: ReplayConfig, format_name: str) -> None:
+    """Check that each reader option given applies to ``format_name``.
+
+    Raises:
+        ConfigError: e.g. ``--failures: only used with the burstgpt format, not azure``.
+    """
+    for key, formats in _READER_FORMATS.items():
+        if config.workload.get(key) is not None and format_name not in formats:
+            flag = WORKLOAD_FLAGS[key]
+            raise ConfigError(
+                f"{flag}: only used with the {' or '.join(formats)} format, not {format_name}"
+            )

@@ -148,7 +148,12 @@ def summary_json(result: ReplayResult) -> dict[str, object]:
         "preemptions": s.preemptions,
         "engines": [_jsonable(e) for e in s.engines],
         "lifecycle_events": dict(result.evidence.event_counts),
-    } | _pd_section(result)
+    } | _sections(result)
+
+
+def _sections(result: ReplayResult) -> dict[str, object]:
+    """The sections only some runs have: prefill/decode phases, agentic plays."""
+    return _pd_section(result) | _plays_section(result.summary)
 
 
 def _pd_section(result: ReplayResult) -> dict[str, object]:
@@ -156,6 +161,41 @@ def _pd_section(result: ReplayResult) -> dict[str, object]:
     if not any(r.handoff is not None for r in result.requests):
         return {}
     return {"pd_phases": pd_phases(result).as_dict()}
+
+
+def _plays_section(summary: Summary) -> dict[str, object]:
+    """``{"plays": ...}`` for a workload with agentic plays, else nothing (so the summary of
+    every other workload keeps its bytes)."""
+    plays = summary.plays
+    if plays is None:
+        return {}
+    return {
+        "plays": {
+            "plays": plays.plays,
+            "outcome_counts": dict(plays.outcome_counts),
+            "trajectory_ms": plays.trajectory_ms.as_dict(),
+            "profile_start_ms": plays.profile_start_ms,
+            "cutoff_ms": plays.cutoff_ms,
+            "idle_shifts": plays.idle_shifts,
+            "outcomes": [
+                {
+                    "instance_id": o.instance_id,
+                    "play_id": o.play_id,
+                    "lane": o.lane,
+                    "outcome": o.outcome,
+                    "failed_request": o.failed_request,
+                    "first_release_ms": None
+                    if o.first_release_ns is None
+                    else o.first_release_ns / 1_000_000,
+                    "last_terminal_ms": None
+                    if o.last_terminal_ns is None
+                    else o.last_terminal_ns / 1_000_000,
+                    "trajectory_ms": o.trajectory_ms,
+                }
+                for o in plays.outcomes
+            ],
+        }
+    }
 
 
 def request_json(record: RequestRecord) -> dict[str, object]:
@@ -349,6 +389,17 @@ def format_table(result: ReplayResult) -> str:
         ):
             d = getattr(phases, name)
             row(f"{label} (ms)", f"{_num(d.mean)} / {_num(d.p99)}")
+    if s.plays is not None:
+        title("Plays")
+        row("Plays", str(s.plays.plays))
+        for outcome, count in s.plays.outcome_counts.items():
+            if count or outcome == "completed":
+                row(f"  {outcome}", str(count))
+        trajectory = s.plays.trajectory_ms
+        row(
+            "Trajectory P50 / P90 / P99 (ms)",
+            " / ".join(_num(v) for v in (trajectory.p50, trajectory.p90, trajectory.p99)),
+        )
     if s.engines:
         title("Engines")
         for e in s.engines:

@@ -17,11 +17,12 @@ import numpy.typing as npt
 
 import simclock
 from engines import Journal, LifecycleEvent, RequestTrace
-from loadgen import Request, Workload
+from loadgen import DriverReport, PlayOutcome, Request, RequestOutcome, Workload
 
 from ._metrics import SLO, Distribution
 
 __all__ = (
+    "PLAY_OUTCOMES",
     "SCHEMA_VERSION",
     "TERMINAL_STATUSES",
     "AdmissionRecord",
@@ -31,6 +32,7 @@ __all__ = (
     "Goodput",
     "Handoff",
     "LifecycleEvidence",
+    "PlaySummary",
     "ReplayResult",
     "RequestRecord",
     "RunMeta",
@@ -65,6 +67,12 @@ TERMINAL_STATUSES: tuple[TerminalStatus, ...] = (
     "never_issued",
 )
 """Every terminal status, in the order the report lists them."""
+
+PLAY_OUTCOMES: tuple[str, ...] = ("completed", "failed", "incomplete")
+"""Every play outcome (REFERENCE-workloads §5.3), in the order the report lists them."""
+
+# Statuses only the release driver knows: a request it cancelled, skipped or never issued.
+_DRIVER_STATUSES: frozenset[str] = frozenset({"cancelled", "skipped", "never_issued"})
 
 _NS_PER_MS = 1_000_000
 _NS_PER_S = 1_000_000_000
@@ -280,6 +288,49 @@ class Goodput:
 
 
 @attrs.frozen
+class PlaySummary:
+    """What became of a run's agentic plays (REFERENCE-workloads §5.2, §5.3, §5.7).
+
+    Attributes:
+        plays: play instances the run started.
+        outcome_counts: plays per outcome (``completed``, ``failed``, ``incomplete``), every
+            outcome listed.
+        trajectory_ms: trajectory latency of the completed plays: last terminal time minus
+            first release time of their measured requests.
+        profile_start_ms: the warm-up barrier, None without a warm-up.
+        cutoff_ms: the profile cutoff, None without a profile.
+        idle_shifts: how many times a profile idle cap moved pending timers.
+        outcomes: one outcome per play instance, in start order.
+    """
+
+    plays: int
+    outcome_counts: Mapping[str, int]
+    trajectory_ms: Distribution
+    profile_start_ms: float | None
+    cutoff_ms: float | None
+    idle_shifts: int
+    outcomes: tuple[PlayOutcome, ...]
+
+    @classmethod
+    def of(cls, report: DriverReport) -> PlaySummary:
+        """Summarise the plays of a driver report."""
+        counts = dict.fromkeys(PLAY_OUTCOMES, 0)
+        for play in report.plays:
+            counts[play.outcome] = counts.get(play.outcome, 0) + 1
+        return cls(
+            plays=len(report.plays),
+            outcome_counts=counts,
+            trajectory_ms=Distribution.of(
+                p.trajectory_ms for p in report.plays if p.trajectory_ms is not None
+            ),
+            profile_start_ms=report.profile_start_ms,
+            cutoff_ms=report.cutoff_ms,
+            idle_shifts=len(report.idle_shifts),
+            outcomes=report.plays,
+        )
+
+
+@attrs.frozen
 class Summary:
     """The run's metrics (REFERENCE-engine §8); names follow vLLM's serving benchmark.
 
@@ -314,6 +365,8 @@ class Summary:
         prefix_reuse_ratio_with_readmissions: the same with readmission hits included.
         preemptions: preemptions over all requests.
         engines: per-engine figures, by index.
+        plays: agentic play outcomes and trajectory latency; None when the workload has no
+            plays (or the run kept no release accounting).
     """
 
     requests: int
@@ -343,6 +396,7 @@ class Summary:
     prefix_reuse_ratio_with_readmissions: float | None
     preemptions: int
     engines: tuple[EngineSummary, ...]
+    plays: PlaySummary | None = None
 
 
 @attrs.frozen
@@ -509,8 +563,14 @@ def _record(
     *,
     slo: SLO | None,
     acc: _Accumulator,
+    outcome: RequestOutcome | None = None,
 ) -> RequestRecord:
     status = _status_of(trace)
+    if outcome is not None and outcome.status in _DRIVER_STATUSES:
+        status = outcome.status  # type: ignore[assignment]
+    identity = _identity_fields(request)
+    if request is None and outcome is not None:
+        identity = {"play_id": outcome.play_id, "phase": outcome.phase}
     if trace is None:
         if request is None:
             raise simclock.InternalError("a record needs a request or a trace")
@@ -542,7 +602,7 @@ def _record(
             meets_slo=None,
             admissions=(),
             token_times_ms=(),
-            **_identity_fields(request),  # type: ignore[arg-type]
+            **identity,  # type: ignore[arg-type]
         )
 
     tokens_ns = np.asarray(trace.token_times_ns, dtype=np.int64)
@@ -555,7 +615,8 @@ def _record(
             raise simclock.InternalError(f"completed request {trace.request_id!r} has no end time")
         if acc.last_completion_ns is None or trace.terminal_ns > acc.last_completion_ns:
             acc.last_completion_ns = trace.terminal_ns
-    if status == "completed" and n >= 1:
+    # Primer and warm-up requests are never measured (REFERENCE-workloads §5.6).
+    if status == "completed" and n >= 1 and identity.get("phase", "measure") == "measure":
         if arrival_ns is None:
             raise simclock.InternalError(f"completed request {trace.request_id!r} has no arrival")
         first, last = int(tokens_ns[0]), int(tokens_ns[-1])
@@ -583,7 +644,6 @@ def _record(
                 acc.good += 1
                 acc.good_output_tokens += n
 
-    identity = _identity_fields(request)
     return RequestRecord(
         request_id=trace.request_id,
         status=status,
@@ -640,6 +700,7 @@ def finalize(
     workload: Workload,
     meta: RunMeta,
     slo: SLO | None = None,
+    driver: DriverReport | None = None,
 ) -> ReplayResult:
     """Turn a finished run's journal into a :class:`ReplayResult`.
 
@@ -648,12 +709,21 @@ def finalize(
     unset is classified: never traced → ``never_issued``; traced but never at an engine →
     ``unplaced``; at an engine → ``incomplete``.
 
+    With the release driver's accounting (``driver``), the statuses only the driver knows
+    win: ``cancelled`` (a profile's grace ended), ``skipped`` (a dependency or the play
+    failed) and ``never_issued``. The records are then the requests the driver accounted for:
+    the workload's requests in workload order, then play instance requests in the order they
+    entered the run; a corpus request that only ran as an instance, and snapshot history, get
+    no record of their own. When the workload has plays, the summary gains a ``plays``
+    section (:class:`PlaySummary`).
+
     Args:
         journal: the run's journal: its ``traces`` give every record; its kept ``events`` are
             counted unless ``meta.event_counts`` is given.
         workload: the workload that was replayed.
         meta: run metadata measured by the runner.
         slo: service-level objectives for goodput; None (or an empty SLO) for none.
+        driver: the release driver's accounting (``loadgen.DriverReport``), or None.
 
     Returns:
         The typed result: summary, per-request records, lifecycle evidence, metadata.
@@ -668,9 +738,29 @@ def finalize(
     acc = _Accumulator()
     records: list[RequestRecord] = []
     seen: set[str] = set()
-    for request in workload.requests:
-        seen.add(request.id)
-        records.append(_record(request, traces.get(request.id), slo=slo, acc=acc))
+    if driver is None:
+        for request in workload.requests:
+            seen.add(request.id)
+            records.append(_record(request, traces.get(request.id), slo=slo, acc=acc))
+    else:
+        outcomes = {o.request_id: o for o in driver.requests}
+        for request in workload.requests:
+            found = outcomes.get(request.id)
+            trace = traces.get(request.id)
+            if found is None and trace is None:
+                continue  # ran as a play instance, or snapshot history
+            seen.add(request.id)
+            records.append(_record(request, trace, slo=slo, acc=acc, outcome=found))
+        by_id = {r.id: r for r in workload.requests} if workload.plays else {}
+        for found in driver.requests:
+            if found.request_id in seen:
+                continue
+            seen.add(found.request_id)
+            trace = traces.get(found.request_id)
+            if trace is None:
+                records.append(_unreleased_record(found, by_id))
+            else:
+                records.append(_record(None, trace, slo=slo, acc=acc, outcome=found))
     for request_id, trace in traces.items():
         if request_id not in seen:
             records.append(_record(None, trace, slo=slo, acc=acc))
@@ -733,6 +823,7 @@ def finalize(
         prefix_reuse_ratio_with_readmissions=_ratio(reused_all, total_input),
         preemptions=sum(r.num_preemptions for r in records),
         engines=_engine_summaries(records, meta.engines, duration_ns),
+        plays=None if driver is None or not driver.plays else PlaySummary.of(driver),
     )
     evidence = LifecycleEvidence(
         event_counts=_event_counts(journal, meta, records),
@@ -747,6 +838,52 @@ def finalize(
         meta=meta,
         workload_source=workload.source,
         workload_format=workload.format,
+    )
+
+
+def _corpus_request(outcome: RequestOutcome, by_id: Mapping[str, Request]) -> Request | None:
+    """The corpus request a play instance request was made from (``P#k/x`` → ``P/x``)."""
+    play = outcome.play_id
+    if play is None or "#" not in play or not outcome.request_id.startswith(play):
+        return None
+    corpus_play = play.rsplit("#", 1)[0]
+    return by_id.get(corpus_play + outcome.request_id[len(play) :])
+
+
+def _unreleased_record(outcome: RequestOutcome, by_id: Mapping[str, Request]) -> RequestRecord:
+    """The record of a play instance request the driver never released (no trace)."""
+    corpus = _corpus_request(outcome, by_id)
+    status = outcome.status if outcome.status in TERMINAL_STATUSES else "never_issued"
+    return RequestRecord(
+        request_id=outcome.request_id,
+        status=status,
+        engine=None,
+        input_length=0 if corpus is None else corpus.input_length,
+        output_length=0 if corpus is None else corpus.output_length,
+        output_tokens=0,
+        reused_input_tokens=0,
+        num_preemptions=0,
+        truncated=False,
+        rejection_reason=None,
+        failure_reason=None,
+        arrival_ms=None,
+        tokenize_start_ms=None,
+        tokenized_ms=None,
+        engine_arrival_ms=None,
+        first_admit_ms=None,
+        first_token_ms=None,
+        last_token_ms=None,
+        terminal_ms=_ms(outcome.terminal_ns),
+        ttft_ms=None,
+        ttst_ms=None,
+        tpot_ms=None,
+        e2e_ms=None,
+        queueing_delay_ms=None,
+        meets_slo=None,
+        admissions=(),
+        token_times_ms=(),
+        play_id=outcome.play_id,
+        phase=outcome.phase,
     )
 
 
