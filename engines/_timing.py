@@ -148,34 +148,44 @@ def _entry_sums(shape: PassShape) -> tuple[int, int, int, int, int] | None:
     return tokens, decodes, prefill_kv, int(c_a[decode].sum()) + decodes, attention
 
 
-def _active_decodes(shape: PassShape) -> tuple[int, int]:
-    """The §5.2 ``has_decode`` set (see :func:`_sampling_decodes`): its size and its active
-    tokens ``Σ (P_r + num_output_r)``."""
+def _polynomial_sums(shape: PassShape) -> tuple[int, int, int]:
+    """``(N, |D|, Σ_{r in D} (P_r + num_output_r))`` for :class:`PolynomialTiming`: prefill
+    positions, and the size and active tokens of the §5.2 ``has_decode`` set ``D`` (see
+    :func:`_sampling_decodes`), in one sweep."""
     role = shape.role
-    if role == "prefill":
-        return 0, 0
     if len(shape.scheduled) <= SMALL_PASS_ENTRIES:
         s_l: list[bool] = shape.samples.tolist()
         p_l: list[int] = shape.prompt_length.tolist()
         o_l: list[int] = shape.output_before.tolist()
         count = active = 0
-        if role == "decode":
+        if role == "decode":  # no prefill entries; every sampling entry is in D
             for s, p, o in zip(s_l, p_l, o_l, strict=True):
                 if s:
                     count += 1
                     active += p + o
-        else:
-            for s, p, o in zip(s_l, p_l, o_l, strict=True):
-                if s and o >= 1:
+            return 0, count, active
+        tokens = 0
+        counts_decodes = role != "prefill"
+        for n, s, p, o in zip(shape.scheduled.tolist(), s_l, p_l, o_l, strict=True):
+            if o >= 1:
+                if n != 1:
+                    tokens += n
+                if s and counts_decodes:
                     count += 1
                     active += p + o
-        return count, active
+            else:
+                tokens += n
+        return tokens, count, active
+    tokens = 0
+    if role != "decode":
+        n_a = _int_column(shape.scheduled)
+        tokens = int(n_a[(n_a != 1) | (shape.output_before < 1)].sum())
     mask = _sampling_decodes(shape)
     count = int(np.count_nonzero(mask))
     if not count:
-        return 0, 0
+        return tokens, 0, 0
     prompts = _int_column(shape.prompt_length)[mask]
-    return count, int(prompts.sum()) + int(_int_column(shape.output_before)[mask].sum())
+    return tokens, count, int(prompts.sum()) + int(_int_column(shape.output_before)[mask].sum())
 
 
 @attrs.frozen
@@ -306,9 +316,8 @@ class PolynomialTiming:
         Raises:
             TimingConfigError: the pass has decode work and ``shape.kv_capacity_tokens <= 0``.
         """
-        sums = _entry_sums(shape)
-        total = self.prefill_time_ms(0 if sums is None else sums[0])
-        decodes, active = _active_decodes(shape)
+        prefill_tokens, decodes, active = _polynomial_sums(shape)
+        total = self.prefill_time_ms(prefill_tokens)
         if decodes:
             capacity = shape.kv_capacity_tokens
             if capacity <= 0:
