@@ -58,6 +58,7 @@ class Seq:
         "rid",
         "state",
         "target",
+        "times",
         "trace",
         "trace_block",
     )
@@ -69,6 +70,7 @@ class Seq:
         self.prompt = request.input_length
         self.target = target
         self.trace = trace
+        self.times = trace.token_times_ns  # appended to directly when no event is wanted
         self.hash_ids: list[int] = request.hash_ids.tolist()
         self.trace_block = request.block_size
         self.num_output = 0
@@ -441,11 +443,12 @@ class EngineCore:
         return plan
 
     def _duration_ns(self, plan: Pass, prompts: list[int], samples: list[bool]) -> int:
+        k = len(prompts)
         shape = PassShape(
-            np.array(plan.scheduled, dtype=np.int64),
-            np.array(plan.computed, dtype=np.int64),
-            np.array(prompts, dtype=np.int64),
-            np.array(plan.output_before, dtype=np.int64),
+            np.fromiter(plan.scheduled, np.int64, k),
+            np.fromiter(plan.computed, np.int64, k),
+            np.fromiter(prompts, np.int64, k),
+            np.fromiter(plan.output_before, np.int64, k),
             np.array(samples, dtype=np.bool_),
             self.role,
             self._kv_capacity,
@@ -515,7 +518,7 @@ class EngineCore:
                     self._record(t, EventKind.FIRST_TOKEN if out == 1 else EventKind.TOKEN, r)
                 else:
                     sampled += 1
-                    r.trace.token_times_ns.append(t)
+                    r.times.append(t)
             if out >= target:
                 if sampled:
                     self.decode_outstanding -= sampled

@@ -267,6 +267,11 @@ _APPLY: dict[EventKind, Callable[[RequestTrace, LifecycleEvent], None]] = {
 }
 
 
+#: ``_APPLY`` keyed by the kind's value: hashing an enum member runs Python code, a str's not.
+_APPLY_BY_VALUE: dict[str, Callable[[RequestTrace, LifecycleEvent], None]] = {
+    kind._value_: apply for kind, apply in _APPLY.items()
+}
+
 Subscriber = Callable[[LifecycleEvent], object]
 
 
@@ -335,7 +340,7 @@ class Journal:
         if trace is None:
             trace = RequestTrace(event.request_id)
             self.traces[event.request_id] = trace
-        _APPLY[event.kind](trace, event)
+        _APPLY_BY_VALUE[event.kind._value_](trace, event)
         if self.keep_events:
             self.events.append(event)
         for callback in self._subscribers:
