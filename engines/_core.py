@@ -438,7 +438,7 @@ class EngineCore:
         plan.end_ns = now_ns + duration
         self.passes += 1
         self.busy_ns += duration
-        if self.journal.observed:
+        if self.journal.wants(EventKind.PREFILL_CHUNK):
             self._record_chunks(plan)
         return plan
 

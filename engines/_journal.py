@@ -9,7 +9,7 @@ subscription order, once per event.
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import attrs
 
@@ -281,14 +281,16 @@ class Journal:
 
     ``record(event)`` folds the event into ``traces[event.request_id]`` (created on first
     sight, so ``traces`` iterates in first-event order), appends it to ``events`` when
-    ``keep_events`` is on, then calls every subscriber in subscription order. A subscriber's
+    ``keep_events`` is on, then calls every subscriber watching its kind (see
+    :meth:`subscribe`), in subscription order. A subscriber's
     exception propagates to whoever recorded the event.
 
     Attributes:
         keep_events: keep every event in ``events`` (off for long runs that only need traces).
         token_events: record a ``TOKEN`` event for every token after the first; when off,
             engines append those token times to the traces directly (no event object, no
-            subscriber call), which is much faster for long runs. ``FIRST_TOKEN`` is always
+            subscriber call), which is much faster for long runs. They do so too when events
+            are not kept and no subscriber watches ``TOKEN``. ``FIRST_TOKEN`` is always
             recorded.
         traces: request id -> trace, in first-event order.
         events: every recorded event, in record order (empty when ``keep_events`` is off).
@@ -299,10 +301,34 @@ class Journal:
     traces: dict[str, RequestTrace] = attrs.field(factory=dict, init=False, repr=False)
     events: list[LifecycleEvent] = attrs.field(factory=list, init=False, repr=False)
     _subscribers: list[Subscriber] = attrs.field(factory=list, init=False, repr=False)
+    # per subscriber, the kind values it watches (None: all), in subscription order
+    _kinds: list[frozenset[str] | None] = attrs.field(factory=list, init=False, repr=False)
+    _filtered: bool = attrs.field(default=False, init=False, repr=False)
+    _watch_all: bool = attrs.field(default=False, init=False, repr=False)
+    _watched: frozenset[str] = attrs.field(default=frozenset(), init=False, repr=False)
 
-    def subscribe(self, callback: Subscriber) -> None:
-        """Call ``callback(event)`` for every event recorded from now on."""
+    def subscribe(self, callback: Subscriber, *, kinds: Iterable[EventKind] | None = None) -> None:
+        """Call ``callback(event)`` for every event recorded from now on.
+
+        Args:
+            callback: the subscriber.
+            kinds: only call it for events of these kinds (default: every kind). A
+                subscriber that leaves out ``TOKEN`` and ``PREFILL_CHUNK`` lets engines keep
+                their fast path of folding per-token times straight into the traces.
+        """
         self._subscribers.append(callback)
+        if kinds is None:
+            self._kinds.append(None)
+            self._watch_all = True
+            return
+        values = frozenset(EventKind(kind)._value_ for kind in kinds)
+        self._kinds.append(values)
+        self._filtered = True
+        self._watched = self._watched | values
+
+    def wants(self, kind: EventKind) -> bool:
+        """Whether an event of ``kind`` is kept or watched by a subscriber."""
+        return self.keep_events or self._watch_all or kind._value_ in self._watched
 
     @property
     def observed(self) -> bool:
@@ -312,7 +338,7 @@ class Journal:
     @property
     def wants_token_events(self) -> bool:
         """Whether every ``TOKEN`` must be recorded as an event (see ``token_events``)."""
-        return self.token_events and (self.keep_events or bool(self._subscribers))
+        return self.token_events and self.wants(EventKind.TOKEN)
 
     def trace(
         self, request_id: str, *, input_length: int = 0, output_length: int = 0
@@ -343,5 +369,11 @@ class Journal:
         _APPLY_BY_VALUE[event.kind._value_](trace, event)
         if self.keep_events:
             self.events.append(event)
-        for callback in self._subscribers:
-            callback(event)
+        if not self._filtered:
+            for callback in self._subscribers:
+                callback(event)
+            return
+        value = event.kind._value_
+        for callback, kinds in zip(self._subscribers, self._kinds, strict=True):
+            if kinds is None or value in kinds:
+                callback(event)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from engines import Admission, EventKind, Journal, LifecycleEvent
+import attrs
+
+from engines import Admission, EngineConfig, EventKind, FixedTiming, Journal, LifecycleEvent
+
+from .sim import core, req, simulate
 
 
 def ev(
@@ -88,3 +92,53 @@ def test_wants_token_events_needs_an_observer() -> None:
     watched = Journal(keep_events=False)
     watched.subscribe(print)
     assert watched.wants_token_events
+
+
+def test_a_subscriber_with_kinds_sees_only_those_kinds_in_subscription_order() -> None:
+    j = Journal(keep_events=False)
+    seen: list[tuple[str, EventKind]] = []
+    j.subscribe(lambda e: seen.append(("all", e.kind)))
+    j.subscribe(lambda e: seen.append(("done", e.kind)), kinds=[EventKind.FINISHED])
+    j.subscribe(lambda e: seen.append(("last", e.kind)))
+    j.record(ev(1, EventKind.FIRST_TOKEN))
+    j.record(ev(2, EventKind.FINISHED))
+    assert seen == [
+        ("all", EventKind.FIRST_TOKEN),
+        ("last", EventKind.FIRST_TOKEN),
+        ("all", EventKind.FINISHED),
+        ("done", EventKind.FINISHED),
+        ("last", EventKind.FINISHED),
+    ]
+
+
+def test_subscribers_that_skip_tokens_and_chunks_keep_the_fast_path() -> None:
+    j = Journal(keep_events=False)
+    j.subscribe(print, kinds=[EventKind.FINISHED, EventKind.PREFILL_DONE])
+    assert not j.wants_token_events
+    assert not j.wants(EventKind.PREFILL_CHUNK)
+    assert j.wants(EventKind.FINISHED)
+    j.subscribe(print, kinds=[EventKind.TOKEN])
+    assert j.wants_token_events
+    assert Journal().wants(EventKind.PREFILL_CHUNK)  # kept events
+
+
+def test_an_engine_watched_for_finishes_only_records_the_same_traces() -> None:
+    requests = [req("a", 700, 5), req("b", 300, 3, arrival_ms=20.0)]
+    plain = core(EngineConfig(num_blocks=64), FixedTiming(prefill_ms=50, decode_ms=10))
+    plain.journal.keep_events = False
+    simulate(plain, requests)
+    watched_journal = Journal(keep_events=False)
+    finished: list[tuple[str, int]] = []
+    watched_journal.subscribe(
+        lambda e: finished.append((e.request_id, e.time_ns)), kinds=[EventKind.FINISHED]
+    )
+    watched = core(
+        EngineConfig(num_blocks=64),
+        FixedTiming(prefill_ms=50, decode_ms=10),
+        journal=watched_journal,
+    )
+    simulate(watched, requests)
+    for rid in ("a", "b"):
+        assert attrs.asdict(watched.journal.traces[rid]) == attrs.asdict(plain.journal.traces[rid])
+    assert len(plain.journal.traces["a"].token_times_ns) == 5
+    assert sorted(finished) == [(rid, plain.journal.traces[rid].terminal_ns) for rid in ("a", "b")]
