@@ -521,7 +521,9 @@ def report_run(
         events_processed=events,
         engines=replay.engine_usage(),
     )
-    result = finalize(replay.journal, workload=workload, meta=meta, slo=slo)
+    result = finalize(
+        replay.journal, workload=workload, meta=meta, slo=slo, driver=replay.driver_report
+    )
     if failure is not None:
         raise ReplayFailedError(
             f"replay failed: {type(failure).__name__}: {failure}", result=result
