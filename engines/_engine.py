@@ -164,9 +164,11 @@ class Engine:
     Lifecycle: built idle; :meth:`run` is its coroutine (start it as a task): it waits on its
     inbox while it has nothing to do; otherwise, once every same-instant arrival has landed
     (``simclock.instant_end`` with ``priority = index``), it plans a pass, sleeps until the
-    pass deadline (an ``ENGINE_DEADLINE`` wakeup), commits the pass, and repeats. Requests
-    committed mid-pass join at the next pass boundary. :meth:`close` says no more work will
-    come; :meth:`run` returns once the engine has drained.
+    pass deadline (an ``ENGINE_DEADLINE`` wakeup), commits the pass, and repeats. Right after
+    a commit that nothing else can follow at that instant (``VirtualEventLoop.next_event_ns``
+    is later), the next pass starts without the instant-end wait, which would resume at once.
+    Requests committed mid-pass join at the next pass boundary. :meth:`close` says no more
+    work will come; :meth:`run` returns once the engine has drained.
 
     Handshake (engine side, plain methods): :meth:`offer` -> :class:`Tentative` or
     :class:`Rejection`; then :meth:`commit` or :meth:`abort`. An aborted offer leaves no
@@ -538,13 +540,21 @@ class Engine:
         if not isinstance(clock, simclock.VirtualEventLoop):
             simclock.now_ns()  # raises NotVirtualLoopError, naming the loop that runs
             raise EngineError(f"engine {index} needs a simclock.VirtualEventLoop")
+        # After a commit, when nothing else can run at this instant (no ready callback, no due
+        # timer, no other instant-end waiter), waiting for the instant's end would resume at
+        # once with nothing run in between: the pass starts straight away instead.
+        settled = False
         while True:
             if not (core.running or core.waiting or core.reservations or core.reserved):
+                settled = False
                 if self._closed:
                     return
                 await self._idle()
                 continue
-            await instant_end(priority=index, waiter=waiter)
+            if settled:
+                settled = False
+            else:
+                await instant_end(priority=index, waiter=waiter)
             now = clock.time_ns()
             if core.reservations:
                 self._reserve(now)
@@ -563,6 +573,7 @@ class Engine:
             self._pass = None
             if transitions:
                 self._publish(end)
+            settled = clock.next_event_ns() != end
 
     def _publish(self, now_ns: int) -> None:
         transitions = self._core.kv.transitions

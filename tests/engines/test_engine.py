@@ -32,7 +32,7 @@ from engines import (
     Tentative,
 )
 
-from .asim import run_engines
+from .asim import drive, run_engines
 from .sim import MS, core, req, simulate
 
 FIXED = FixedTiming(prefill_ms=50, decode_ms=10)
@@ -84,6 +84,32 @@ def test_arrival_mid_pass_joins_at_the_next_boundary() -> None:
     assert tb.engine_arrival_ns == 20 * MS
     assert tb.first_admit_ns == 50 * MS
     assert tb.token_times_ns == [110 * MS]  # mixed pass [50, 110)
+
+
+def test_a_lone_engine_starts_its_next_pass_without_waiting_for_the_instant_end() -> None:
+    e = engine()
+    loop = simclock.new_event_loop()
+    try:
+        loop.run_until_complete(drive([e], [req("a", 100, 5)]))
+        stats = loop.stats()
+    finally:
+        loop.close()
+    assert e.passes == 5
+    assert e.journal.traces["a"].token_times_ns == [50 * MS, 60 * MS, 70 * MS, 80 * MS, 90 * MS]
+    # only the first pass (after idling on the inbox) waited for an instant's end
+    assert stats.instant_end_wakeups == 1
+
+
+def test_an_arrival_due_with_a_pass_end_joins_the_next_pass_whatever_runs_first() -> None:
+    # the driver wakes at 55 ms, so its 60 ms wakeup is queued after engine 0's deadline
+    e0, e1 = engine(0), engine(1)
+    run_engines(
+        [e0, e1],
+        [req("a", 100, 3), req("c", 100, 1, arrival_ms=55), req("b", 100, 1, arrival_ms=60)],
+        route=lambda r: 1 if r.id == "c" else 0,
+    )
+    assert e0.journal.traces["a"].token_times_ns == [50 * MS, 60 * MS, 120 * MS]
+    assert e0.journal.traces["b"].first_admit_ns == 60 * MS  # the mixed pass [60, 120)
 
 
 def test_same_instant_arrivals_all_land_before_the_pass_starts() -> None:
