@@ -209,12 +209,14 @@ def test_next_event_ns_names_the_next_instant_without_running_it() -> None:
         async def sleeper() -> None:
             await simclock.sleep_until_ns(5_000, waiter="sleeper")
 
-        loop.create_task(sleeper())
+        task = loop.create_task(sleeper())
         assert loop.next_event_ns() == 0  # the task's first step is ready now
         loop.step()
         assert loop.next_event_ns() == 5_000
         assert loop.time_ns() == 0
         loop.run_until_ns(5_000)
         assert loop.next_event_ns() == 5_000
+        assert loop.run_until(task.done)
+        assert loop.next_event_ns() is None
     finally:
         loop.close()
