@@ -1,11 +1,8 @@
-"""End to end: every request of the real Mooncake conversation trace, under each built-in policy.
+"""End to end: every request of the real Mooncake conversation trace under round robin and
+kv_aware, and kv_aware reuses more prefix tokens (the set-up is in ``mooncake_e2e``).
 
-All 12,031 requests are replayed unchanged — prompt lengths, output lengths and content ids —
-on four engines. The trace is released at ``SPEEDUP`` times its recorded pace (REFERENCE-workloads
-§4.1: root times and turn delays divided, nothing else changed), which packs the hour into a few
-virtual minutes: the engines run larger batches under KV pressure (preemptions happen), and the
-4.1 M output tokens take far fewer passes than at the recorded pace. Engine blocks are 512
-tokens, the trace's own block size, so each engine block is exactly one trace content id.
+The other built-in policies are in ``test_runner_mooncake_others.py``: one replay per policy,
+split over two files so that a two-worker test run replays them side by side.
 """
 
 from __future__ import annotations
@@ -14,61 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from engines import EngineConfig, FixedTiming
-from loadgen import LoadMode, Workload, read_mooncake
-from policies import KVAware, LeastLoaded, Random, RoundRobin, SessionAffinity
-from replay import Aggregated, ReplayResult, run
-
-SPEEDUP = 8.0
-TOPOLOGY = Aggregated(
-    workers=4,
-    engine=EngineConfig(num_blocks=1024, block_size=512, max_num_batched_tokens=16384),
-    timing=FixedTiming(prefill_ms=50.0, decode_ms=10.0),
-)
-POLICIES = {
-    "round_robin": RoundRobin,
-    "random": Random,
-    "least_loaded": LeastLoaded,
-    "kv_aware": KVAware,
-    "session_affinity": SessionAffinity,
-}
+from tests.replay.mooncake_e2e import check_every_request_reaches_a_terminal_state, replay
 
 
-_RESULTS: dict[str, ReplayResult] = {}  # one replay per policy, shared by the tests below
-_WORKLOAD: list[Workload] = []
-
-
-def mooncake(shared_data: Path) -> Workload:
-    if not _WORKLOAD:
-        _WORKLOAD.append(read_mooncake(shared_data / "mooncake" / "conversation_trace.jsonl"))
-    return _WORKLOAD[0]
-
-
-def replay(name: str, shared_data: Path) -> ReplayResult:
-    if name not in _RESULTS:
-        _RESULTS[name] = run(
-            mooncake(shared_data),
-            topology=TOPOLOGY,
-            policy=POLICIES[name](),
-            seed=2026,
-            load=LoadMode(speedup=SPEEDUP),
-        )
-    return _RESULTS[name]
-
-
-@pytest.mark.parametrize("name", list(POLICIES))
+@pytest.mark.parametrize("name", ["round_robin", "kv_aware"])
 def test_every_mooncake_request_reaches_a_terminal_state(name: str, shared_data: Path) -> None:
-    result = replay(name, shared_data)
-    assert len(mooncake(shared_data).requests) == 12_031
-    assert len(result.requests) == 12_031
-    assert result.summary.status_counts["completed"] == 12_031
-    # every output token of the trace was generated
-    total_output = sum(r.output_length for r in mooncake(shared_data).requests)
-    assert sum(r.output_tokens for r in result.requests) == total_output
-    assert all(r.terminal_ms is not None for r in result.requests)
-    assert result.meta.config["policy"] == name
-    # every engine took part
-    assert sorted({r.engine for r in result.requests}) == [0, 1, 2, 3]
+    check_every_request_reaches_a_terminal_state(name, shared_data)
 
 
 def test_kv_aware_reuses_more_prefix_tokens_than_round_robin(shared_data: Path) -> None:
