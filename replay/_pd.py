@@ -695,7 +695,12 @@ class PDRuntime:
 
     def start(self) -> None:
         """Start both pool runtimes and watch the journal for prefill completions."""
-        self.journal.subscribe(self._on_event)
+        # Only the kinds the handoff acts on: watching tokens would make every engine record
+        # an event per token.
+        self.journal.subscribe(
+            self._on_event,
+            kinds=(EventKind.PREFILL_DONE, EventKind.REJECTED, EventKind.FAILED),
+        )
         self.prefill.start()
         self.decode.start()
 

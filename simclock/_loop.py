@@ -922,8 +922,11 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         """
         if self._has_work_now():
             return self._now_ns
-        pending = [entry[0] for entry in self._timers if not entry[2]._cancelled]
-        return min(pending) if pending else None
+        timers = self._timers
+        while timers and timers[0][2]._cancelled:  # drop cancelled timers off the heap top
+            heapq.heappop(timers)
+            self._cancelled_timers -= 1
+        return timers[0][0] if timers else None
 
     def stats(self) -> LoopStats:
         """The loop's counters as a frozen snapshot.
