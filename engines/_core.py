@@ -640,6 +640,35 @@ class EngineCore:
         s.state = DONE
         return s
 
+    def cancel(self, rid: str) -> Seq | None:
+        """Drop ``rid`` wherever it is on this engine and free its blocks (they stay cached).
+
+        A request in the pass being timed is skipped when that pass commits. The caller
+        records the terminal event.
+
+        Returns:
+            The dropped sequence, or None if ``rid`` is not on this engine.
+        """
+        s = self.seqs.get(rid)
+        if s is None:
+            return None
+        if s.state == RESERVING or s.state == RESERVED:
+            return self.cancel_reservation(rid)
+        if s.state == WAITING:
+            self.waiting.remove(s)
+        elif s.state == RUNNING:
+            self.running.remove(s)
+        elif s.state == HELD:
+            del self.held[rid]
+        self.kv.release(s.blocks)
+        s.blocks = []
+        self._drop(s)
+        del self.seqs[rid]
+        s.state = DONE
+        # Never caught up again, so the commit of a pass in flight skips it.
+        s.num_computed = -1
+        return s
+
     def has_work(self) -> bool:
         """Whether anything is running, waiting, or waiting for a reservation or transfer."""
         return bool(self.running or self.waiting or self.reservations or self.reserved)

@@ -491,6 +491,32 @@ class Engine:
             )
         self._kick()
 
+    def cancel(self, request_id: str) -> bool:
+        """The client cancelled ``request_id``: drop it from this engine now.
+
+        Wherever the request is (waiting, running, held, reserved), it leaves the queues, its
+        blocks are freed (they stay cached) and ``CANCELLED`` is recorded, its terminal
+        event; a pass in flight that includes it commits without it. Offline cancellation is
+        immediate (REFERENCE-workloads §5.7).
+
+        Returns:
+            True if the request was on this engine, False otherwise (nothing recorded).
+        """
+        s = self._core.cancel(request_id)
+        if s is None:
+            return False
+        self._reservations.pop(request_id, None)
+        waiter = self._reservation_waiters.pop(request_id, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_exception(
+                EngineError(f"request {request_id!r} on engine {self.index} was cancelled")
+            )
+        self.journal.record(
+            LifecycleEvent(simclock.now_ns(), EventKind.CANCELLED, request_id, self.index)
+        )
+        self._kick()
+        return True
+
     # -- the coroutine -----------------------------------------------------------------------
 
     def close(self) -> None:

@@ -24,8 +24,9 @@ class EventKind(enum.Enum):
     ``reused_tokens``, ``is_readmission``), ``PREFILL_CHUNK`` (at the pass start; detail
     ``tokens``, ``computed``, ``end_ns``), ``FIRST_TOKEN``, ``TOKEN``, ``PREEMPTED``,
     ``FINISHED`` (detail ``truncated``), ``REJECTED`` (detail ``reason``), ``PREFILL_DONE``
-    (prefill role), ``RESERVED`` and ``TRANSFER_DONE`` (decode role). Recorded by the layers
-    above: ``ARRIVED``, ``TOKENIZED`` and ``FAILED``.
+    (prefill role), ``RESERVED`` and ``TRANSFER_DONE`` (decode role), ``CANCELLED`` (the
+    client cancelled it: a profile's grace ended). Recorded by the layers above: ``ARRIVED``,
+    ``TOKENIZED``, ``FAILED``, and ``CANCELLED`` for a request on no engine.
     """
 
     ARRIVED = "arrived"
@@ -45,6 +46,7 @@ class EventKind(enum.Enum):
     RESERVED = "reserved"
     TRANSFER_DONE = "transfer_done"
     FAILED = "failed"
+    CANCELLED = "cancelled"
 
 
 @attrs.frozen
@@ -208,6 +210,11 @@ def _failed(trace: RequestTrace, event: LifecycleEvent) -> None:
     trace.failure_reason = None if reason is None else str(reason)
 
 
+def _cancelled(trace: RequestTrace, event: LifecycleEvent) -> None:
+    trace.terminal_ns = event.time_ns
+    trace.terminal_status = "cancelled"
+
+
 def _arrived(trace: RequestTrace, event: LifecycleEvent) -> None:
     trace.arrival_ns = event.time_ns
     trace.input_length = _int(event.get("input_length", trace.input_length))
@@ -264,6 +271,7 @@ _APPLY: dict[EventKind, Callable[[RequestTrace, LifecycleEvent], None]] = {
     EventKind.RESERVED: _reserved,
     EventKind.TRANSFER_DONE: _transfer_done,
     EventKind.FAILED: _failed,
+    EventKind.CANCELLED: _cancelled,
 }
 
 

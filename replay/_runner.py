@@ -51,6 +51,7 @@ SEED_STREAMS = ("policy", "driver", "topology")
 _FINISHED = EventKind.FINISHED
 _REJECTED = EventKind.REJECTED
 _FAILED = EventKind.FAILED
+_CANCELLED = EventKind.CANCELLED
 
 StopReason = Literal["done", "failed", "cutoff", "quiescent"]
 
@@ -62,7 +63,8 @@ class RunJournal(Journal):
     folding per-token events straight into traces when events are not kept).
 
     Attributes:
-        on_terminal: called with every FINISHED, REJECTED and FAILED event after it is folded.
+        on_terminal: called with every FINISHED, REJECTED, FAILED and CANCELLED event after it
+            is folded.
     """
 
     on_terminal: Callable[[LifecycleEvent], None] | None = attrs.field(default=None, kw_only=True)
@@ -77,7 +79,9 @@ class RunJournal(Journal):
         name: str = kind._value_
         counts = self._counts
         counts[name] = counts.get(name, 0) + 1
-        if (kind is _FINISHED or kind is _REJECTED or kind is _FAILED) and self.on_terminal:
+        if (
+            kind is _FINISHED or kind is _REJECTED or kind is _FAILED or kind is _CANCELLED
+        ) and self.on_terminal:
             self.on_terminal(event)
 
     def event_counts(self) -> Mapping[str, int]:
@@ -195,6 +199,7 @@ class _Run:
             rng=np.random.default_rng(self.seeds[SEED_STREAMS.index("driver")]),
             seed=self.seed,
             quiescent=self._engines_idle,
+            cancel=self._cancel,
         )
         if self.tokenizer is not None and self.tokenizer.enabled:
             self._pool = self.tokenizer.pool()
@@ -232,7 +237,24 @@ class _Run:
             self._finish("failed")
             return
         self.driver_report = task.result()
+        if self.load.profile is not None:
+            # A profile ends when the driver returns: at the end of the grace it cancelled
+            # what was still in flight (REFERENCE-workloads §5.7); a pass the engines were
+            # timing then has nothing left to report, so they stop at once.
+            self._finish("cutoff")
+            return
         self._check_done()
+
+    def _cancel(self, request_id: str) -> None:
+        """The driver cancelled ``request_id`` (a profile's grace ended): drop it now."""
+        found = False
+        for engine in self.engines:
+            found = engine.cancel(request_id) or found
+        if not found:
+            # With the policy or the tokenizer, on no engine: it ends here.
+            self.journal.record(
+                LifecycleEvent(simclock.now_ns(), EventKind.CANCELLED, request_id, None)
+            )
 
     # -- release path -------------------------------------------------------------------------
 
@@ -287,6 +309,8 @@ class _Run:
         self._check_done()
 
     def _check_done(self) -> None:
+        if self.load.profile is not None:
+            return  # a profile ends when the driver returns (see _driver_done)
         if self.driver.finished and len(self._terminal) == self._released:
             self._finish("done")
 
