@@ -20,6 +20,8 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO, cast
 
+import numpy as np
+
 import simclock
 from loadgen import FORMATS, Workload, detect_format, generate_synthetic, read_trace
 from policies import Policy
@@ -53,7 +55,7 @@ from ._exceptions import ReplayFailedError
 from ._output import OutputError, format_table, write_outputs
 from ._pd import pd_from_config
 from ._report import ReplayResult
-from ._runner import run
+from ._runner import SEED_STREAMS, run
 from ._topology import Aggregated, Topology
 
 __all__ = ("EXIT_FAILED", "EXIT_INTERNAL", "EXIT_OK", "EXIT_USAGE", "main")
@@ -421,7 +423,10 @@ def _trace_path(trace: str | None) -> Iterator[Path]:
 def _read_workload(config: ReplayConfig) -> Workload:
     spec = config.synthetic_spec()
     if spec is not None:
-        return generate_synthetic(spec, seed=config.seed)
+        # The run's own "workload" stream: the runner draws its policy and driver streams
+        # from the same run seed, so a synthetic workload needs a child of its own.
+        streams = np.random.SeedSequence(config.seed).spawn(len(SEED_STREAMS))
+        return generate_synthetic(spec, seed=streams[SEED_STREAMS.index("workload")])
     with _trace_path(config.trace) as path:
         try:
             options = config.reader_options()

@@ -45,8 +45,12 @@ from ._topology import Topology
 
 __all__ = ("SEED_STREAMS", "RunJournal", "run")
 
-SEED_STREAMS = ("policy", "driver", "topology")
-"""The child seed streams of a run, in spawn order: ``SeedSequence(seed).spawn(3)``."""
+SEED_STREAMS = ("policy", "driver", "topology", "workload")
+"""The child seed streams of a run, in spawn order: ``SeedSequence(seed).spawn(4)``.
+
+``workload`` seeds a generated (synthetic) workload, so its draws never repeat another
+component's; spawning one more child leaves the first three unchanged.
+"""
 
 _FINISHED = EventKind.FINISHED
 _REJECTED = EventKind.REJECTED
@@ -414,8 +418,8 @@ def run(
     """Replay ``workload`` through ``topology``'s engines under ``policy``; return the report.
 
     Everything runs on a fresh :class:`simclock.VirtualEventLoop`. The seed is split with
-    ``numpy.random.SeedSequence(seed).spawn(3)`` into the streams named by
-    :data:`SEED_STREAMS` (policy, driver, topology), so the same inputs and seed give the same
+    ``numpy.random.SeedSequence(seed).spawn(4)`` into the streams named by
+    :data:`SEED_STREAMS` (policy, driver, topology, workload), so the same inputs and seed give the same
     result, byte for byte.
 
     Args:

@@ -351,3 +351,24 @@ def test_bad_workload_table_is_one_line_naming_file_and_key(
     assert code == EXIT_USAGE
     assert err.count("\n") == 1
     assert message in err.replace(str(config_file), "run.toml"), err
+
+
+def test_a_synthetic_workload_draws_from_its_own_run_stream() -> None:
+    import numpy as np
+
+    from loadgen import generate_synthetic, parse_synthetic
+    from replay import SEED_STREAMS
+    from replay._cli import _read_workload
+    from replay._config import resolve_config
+
+    spec = "count=20 arrivals=poisson(5) input=uniform(10,500) output=uniform(1,50)"
+    streams = np.random.SeedSequence(11).spawn(len(SEED_STREAMS))
+    expected = generate_synthetic(
+        parse_synthetic(spec), seed=streams[SEED_STREAMS.index("workload")]
+    )
+    # the policy stream (child 0) would give other arrivals
+    clashing = generate_synthetic(parse_synthetic(spec), seed=11)
+    got = _read_workload(resolve_config({"workload": {"synthetic": spec}, "seed": 11}))
+    assert [r.input_length for r in got.requests] == [r.input_length for r in expected.requests]
+    assert [r.arrival for r in got.requests] == [r.arrival for r in expected.requests]
+    assert [r.arrival for r in got.requests] != [r.arrival for r in clashing.requests]

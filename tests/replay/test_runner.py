@@ -97,7 +97,7 @@ def test_same_seed_gives_identical_results_and_the_seed_matters_for_random() -> 
 def test_the_policy_generator_is_the_first_child_of_the_run_seed() -> None:
     import numpy as np
 
-    assert SEED_STREAMS == ("policy", "driver", "topology")
+    assert SEED_STREAMS == ("policy", "driver", "topology", "workload")
     seen = engines_of(run_policy(Random(), [req(f"r{i}", at_ms=i) for i in range(8)], seed=9))
     rng = np.random.default_rng(np.random.SeedSequence(9).spawn(3)[0])
     assert list(seen.values()) == [int(x) for x in rng.integers(2, size=8)]
