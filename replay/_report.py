@@ -9,7 +9,7 @@ from the caller, and :mod:`replay._output` writes what the caller asks for.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import attrs
 import numpy as np
@@ -574,35 +574,12 @@ def _record(
     if trace is None:
         if request is None:
             raise simclock.InternalError("a record needs a request or a trace")
-        return RequestRecord(
-            request_id=request.id,
-            status=status,
-            engine=None,
+        return _untraced_record(
+            request.id,
+            status,
             input_length=request.input_length,
             output_length=request.output_length,
-            output_tokens=0,
-            reused_input_tokens=0,
-            num_preemptions=0,
-            truncated=False,
-            rejection_reason=None,
-            failure_reason=None,
-            arrival_ms=None,
-            tokenize_start_ms=None,
-            tokenized_ms=None,
-            engine_arrival_ms=None,
-            first_admit_ms=None,
-            first_token_ms=None,
-            last_token_ms=None,
-            terminal_ms=None,
-            ttft_ms=None,
-            ttst_ms=None,
-            tpot_ms=None,
-            e2e_ms=None,
-            queueing_delay_ms=None,
-            meets_slo=None,
-            admissions=(),
-            token_times_ms=(),
-            **identity,  # type: ignore[arg-type]
+            identity=identity,
         )
 
     tokens_ns = np.asarray(trace.token_times_ns, dtype=np.int64)
@@ -854,12 +831,32 @@ def _unreleased_record(outcome: RequestOutcome, by_id: Mapping[str, Request]) ->
     """The record of a play instance request the driver never released (no trace)."""
     corpus = _corpus_request(outcome, by_id)
     status = outcome.status if outcome.status in TERMINAL_STATUSES else "never_issued"
-    return RequestRecord(
-        request_id=outcome.request_id,
-        status=status,
-        engine=None,
+    return _untraced_record(
+        outcome.request_id,
+        status,
         input_length=0 if corpus is None else corpus.input_length,
         output_length=0 if corpus is None else corpus.output_length,
+        terminal_ms=_ms(outcome.terminal_ns),
+        identity={"play_id": outcome.play_id, "phase": outcome.phase},
+    )
+
+
+def _untraced_record(
+    request_id: str,
+    status: str,
+    *,
+    input_length: int,
+    output_length: int,
+    identity: Mapping[str, Any],
+    terminal_ms: float | None = None,
+) -> RequestRecord:
+    """The record of a request that never reached an engine: no timeline, no tokens."""
+    return RequestRecord(
+        request_id=request_id,
+        status=status,  # type: ignore[arg-type]
+        engine=None,
+        input_length=input_length,
+        output_length=output_length,
         output_tokens=0,
         reused_input_tokens=0,
         num_preemptions=0,
@@ -873,7 +870,7 @@ def _unreleased_record(outcome: RequestOutcome, by_id: Mapping[str, Request]) ->
         first_admit_ms=None,
         first_token_ms=None,
         last_token_ms=None,
-        terminal_ms=_ms(outcome.terminal_ns),
+        terminal_ms=terminal_ms,
         ttft_ms=None,
         ttst_ms=None,
         tpot_ms=None,
@@ -882,8 +879,7 @@ def _unreleased_record(outcome: RequestOutcome, by_id: Mapping[str, Request]) ->
         meets_slo=None,
         admissions=(),
         token_times_ms=(),
-        play_id=outcome.play_id,
-        phase=outcome.phase,
+        **identity,
     )
 
 
