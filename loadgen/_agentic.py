@@ -12,7 +12,7 @@ from ._exceptions import TraceFormatError
 from ._fields import Located, fit_ids, iter_json_lines, render, source_label
 from ._intern import ContentInterner
 from ._lineage import derive_lineage
-from ._mooncake import check_block_size
+from ._mooncake import check_block_size, request_fields
 from ._request import ArrivalRule, Dep, Identity, Request
 from ._workload import Play, Tolerated, Workload, check_source
 
@@ -70,19 +70,7 @@ def read_agentic(
     with open(path, "rb") as stream:
         for line, value in iter_json_lines(stream, file):
             loc = Located(file, line, value)
-            ts_key = loc.alias("timestamp", "created_time")
-            timestamp = loc.number(ts_key) if ts_key else None
-            in_key = loc.alias("input_length", "input_tokens")
-            out_key = loc.alias("output_length", "output_tokens")
-            given = loc.integer(in_key, minimum=1) if in_key else None
-            if out_key is None:
-                raise loc.error("output_length", "required")
-            output = loc.integer(out_key, minimum=0)
-            raw = loc.id_list("hash_ids", minimum=0)
-            if given is None:
-                given = int(raw.size) * block
-                if given == 0:
-                    raise loc.error("input_length", "required when hash_ids is empty")
+            timestamp, given, output, raw = request_fields(loc, block)
             session = loc.id_string("session_id", required=False) or "main"
             _no_hash(loc, "session_id", session)
             delay_key = loc.alias("delay", "delay_ms")

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import attrs
 import numpy as np
+import numpy.typing as npt
 
 from ._exceptions import WorkloadConfigError
 from ._fields import Located, fit_ids, fmt_number, iter_json_lines, source_label
@@ -83,6 +84,31 @@ def read_mooncake_delta(
     return _read(path, source, block_size, closed_loop, interner, delta=True)
 
 
+def request_fields(
+    loc: Located, block: int
+) -> tuple[float | None, int, int, npt.NDArray[np.int64]]:
+    """The fields every mooncake-style row shares (§2.1), validated.
+
+    Returns:
+        ``(timestamp or None, input_length, output_length, raw hash ids)``; a missing
+        ``input_length`` defaults to ``len(hash_ids) * block``.
+    """
+    ts_key = loc.alias("timestamp", "created_time")
+    timestamp = loc.number(ts_key) if ts_key else None
+    in_key = loc.alias("input_length", "input_tokens")
+    out_key = loc.alias("output_length", "output_tokens")
+    given = loc.integer(in_key, minimum=1) if in_key else None
+    if out_key is None:
+        raise loc.error("output_length", "required")
+    output = loc.integer(out_key, minimum=0)
+    raw = loc.id_list("hash_ids", minimum=0)
+    if given is None:
+        given = int(raw.size) * block
+        if given == 0:
+            raise loc.error("input_length", "required when hash_ids is empty")
+    return timestamp, given, output, raw
+
+
 def check_block_size(block_size: int) -> int:
     """Validate a block-size option."""
     if type(block_size) is not int or block_size < 1:
@@ -111,19 +137,8 @@ def _read(
     with open(path, "rb") as stream:
         for line, value in iter_json_lines(stream, file):
             loc = Located(file, line, value)
-            ts_key = loc.alias("timestamp", "created_time")
-            timestamp = loc.number(ts_key) if ts_key else None
-            in_key = loc.alias("input_length", "input_tokens")
-            out_key = loc.alias("output_length", "output_tokens")
-            given_input = loc.integer(in_key, minimum=1) if in_key else None
-            if out_key is None:
-                raise loc.error("output_length", "required")
-            output = loc.integer(out_key, minimum=0)
-            raw = loc.id_list("hash_ids", minimum=0)
-            if given_input is None:
-                given_input = int(raw.size) * block
-                if given_input == 0:
-                    raise loc.error("input_length", "required when hash_ids is empty")
+            timestamp, given_input, output, raw = request_fields(loc, block)
+            ts_key = loc.alias("timestamp", "created_time")  # the spelling errors should name
             session_key = loc.id_string("session_id", required=False)
             delay_key = loc.alias("delay", "delay_ms")
             delay = loc.number(delay_key) if delay_key else None
