@@ -238,6 +238,9 @@ class Driver:
     cancel: Callable[[str], None] | None = attrs.field(default=None, kw_only=True)
 
     _units: dict[str, _Unit] = attrs.field(factory=dict, init=False)
+    # Units neither released nor settled: kept up to date where units are added, released
+    # and settled, so ``finished`` costs O(1) on every terminal event.
+    _unsettled: int = attrs.field(default=0, init=False)
     _dependents: dict[str, list[tuple[_Unit, Dep]]] = attrs.field(factory=dict, init=False)
     _heap: list[tuple[int, tuple[int, int], int, _Unit]] = attrs.field(factory=list, init=False)
     _sequence: int = attrs.field(default=0, init=False)
@@ -298,7 +301,7 @@ class Driver:
         return (
             self._closed
             or self._no_more_releases
-            or (not self._heap and not self._pending_starts() and self._all_units_settled())
+            or (not self._heap and not self._pending_starts() and self._unsettled == 0)
         )
 
     @property
@@ -601,6 +604,7 @@ class Driver:
         unit = _Unit(request=request, order=order, origin_ns=origin_ns, play=play, session=session)
         unit.waiting = len(request.arrival.after)
         self._units[request.id] = unit
+        self._unsettled += 1
         for dep in request.arrival.after:
             self._dependents.setdefault(dep.request_id, []).append((unit, dep))
         if play is not None:
@@ -667,6 +671,8 @@ class Driver:
             return
         self._released += 1
         self._in_flight += 1
+        if unit.released_ns is None:
+            self._unsettled -= 1
         unit.released_ns = now
         if unit.play is not None:
             unit.play.in_flight += 1
@@ -705,6 +711,8 @@ class Driver:
                     stack.append(dependent)
 
     def _settle(self, unit: _Unit, status: str, now: int) -> None:
+        if unit.status is None and unit.released_ns is None:
+            self._unsettled -= 1
         unit.status = status
         unit.terminal_ns = now
         if unit.play is not None:
@@ -760,9 +768,6 @@ class Driver:
         if self.mode.concurrency is not None and self._session_cursor < len(self._sessions):
             return True
         return bool(self._held)
-
-    def _all_units_settled(self) -> bool:
-        return all(u.status is not None or u.released_ns is not None for u in self._units.values())
 
     # -- profile idle caps -----------------------------------------------------------------
 
@@ -868,7 +873,11 @@ class Driver:
         self._no_more_releases = True
         for unit in self._units.values():
             if unit.status is None:
-                status = "incomplete" if unit.released_ns is not None else "never_issued"
+                if unit.released_ns is None:
+                    self._unsettled -= 1
+                    status = "never_issued"
+                else:
+                    status = "incomplete"
                 unit.status = status
                 unit.terminal_ns = now
         self._heap.clear()
