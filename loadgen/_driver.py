@@ -67,6 +67,10 @@ class RequestOutcome:
         terminal_ns: when its status was settled.
         phase: ``measure``, ``primer`` or ``warmup``.
         play_id: its play (instance) id, or None.
+        request: the request as the driver ran it, or None when unknown. For a play
+            instance it is the instance's request (§5.4): ids, conversation id, play id,
+            lane and lineage in the ``P#k`` namespace; primers and warm-ups as built from
+            their source request (§5.6). The report takes a record's identity from it.
     """
 
     request_id: str
@@ -75,6 +79,7 @@ class RequestOutcome:
     terminal_ns: int | None
     phase: str
     play_id: str | None
+    request: Request | None = None
 
 
 @attrs.frozen
@@ -424,6 +429,7 @@ class Driver:
                     terminal_ns=unit.terminal_ns,
                     phase=unit.request.identity.phase,
                     play_id=unit.request.identity.play_id,
+                    request=unit.request,
                 )
             )
         return DriverReport(
@@ -896,7 +902,7 @@ class Driver:
     def _outside_never(self, request: Request) -> None:
         identity = request.identity
         outcome = RequestOutcome(
-            request.id, "never_issued", None, None, identity.phase, identity.play_id
+            request.id, "never_issued", None, None, identity.phase, identity.play_id, request
         )
         self._outside.append(outcome)
 

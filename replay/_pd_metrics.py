@@ -33,6 +33,8 @@ class _RecordLike(Protocol):
     @property
     def status(self) -> str: ...
     @property
+    def phase(self) -> str: ...
+    @property
     def engine_arrival_ms(self) -> float | None: ...
     @property
     def first_token_ms(self) -> float | None: ...
@@ -49,7 +51,8 @@ class _ResultLike(Protocol):
 class PDPhases:
     """Where the time to first token goes in a disaggregated run (distributions, ms).
 
-    Population: completed requests with a handoff and at least one token. With ``routing``
+    Population: completed requests of phase ``measure`` with a handoff and at least one
+    token (primers and warm-ups are never measured). With ``routing``
     the time with the prefill side's policy, each TTFT is
     ``routing + prefill_queueing + prefill_compute + reservation_wait + transfer
     + decode_queueing + decode_first_pass``.
@@ -87,6 +90,7 @@ def pd_phases(records: _ResultLike | Iterable[_RecordLike]) -> PDPhases:
         h = record.handoff
         if (
             record.status != "completed"
+            or record.phase != "measure"
             or h is None
             or record.first_token_ms is None
             or record.engine_arrival_ms is None

@@ -17,7 +17,14 @@ import numpy.typing as npt
 
 import simclock
 from engines import Journal, LifecycleEvent, RequestTrace
-from loadgen import DriverReport, PlayOutcome, Request, RequestOutcome, Workload
+from loadgen import (
+    DriverReport,
+    PlayOutcome,
+    Request,
+    RequestOutcome,
+    Workload,
+    lineage_to_json,
+)
 
 from ._metrics import SLO, Distribution
 
@@ -253,7 +260,9 @@ class EngineSummary:
     Attributes:
         index: the engine index.
         busy_ms: total virtual time spent in passes.
-        utilisation: ``busy_ms`` divided by the run's duration (None without a duration).
+        utilisation: ``busy_ms`` divided by the run's span: latest completion minus
+            earliest arrival of any request, primers and warm-ups included (None without a
+            span). Without plays this span is ``Summary.duration_s``.
         passes: how many passes ran.
         preemptions: preemptions of requests held by this engine (in a prefill/decode
             topology, of requests whose decode engine it is).
@@ -276,8 +285,9 @@ class Goodput:
         count: how many requests are good.
         request_goodput: good requests per second of duration (vLLM ``request_goodput``).
         output_throughput: output tokens of good requests per second.
-        attainment: good / completed requests (None when nothing completed).
-        attainment_of_all: good / all requests of the run.
+        attainment: good / completed requests of phase ``measure`` (None when nothing
+            completed).
+        attainment_of_all: good / all requests of phase ``measure``, whatever their status.
     """
 
     count: int
@@ -334,20 +344,24 @@ class PlaySummary:
 class Summary:
     """The run's metrics (REFERENCE-engine §8); names follow vLLM's serving benchmark.
 
-    The metric population is the requests with status ``completed`` and at least one token.
+    Only phase ``measure`` is measured (REFERENCE-workloads §5.6): the *measured cohort* is
+    the completed requests of phase ``measure``, and the metric population is the cohort's
+    requests with at least one token. Primer and warm-up requests count in ``requests``,
+    ``status_counts``, ``preemptions`` and the engine figures only. Without plays every
+    request is of phase ``measure``.
 
     Attributes:
-        requests: how many requests the run accounted for.
-        status_counts: requests per terminal status, every status listed.
-        completed: requests with status ``completed``.
-        duration_s: ``max(terminal of completed) - min(arrival)``, seconds (None if nothing
-            completed).
-        total_input_tokens: prompt tokens of completed requests.
-        total_output_tokens: tokens produced by completed requests.
-        request_throughput: completed requests per second.
-        input_throughput: prompt tokens of completed requests per second.
-        output_throughput: output tokens of completed requests per second.
-        total_token_throughput: prompt plus output tokens of completed requests per second.
+        requests: how many requests the run accounted for (every phase).
+        status_counts: requests per terminal status, every status listed (every phase).
+        completed: the measured cohort's size: completed requests of phase ``measure``.
+        duration_s: latest completion of the cohort minus earliest arrival of a ``measure``
+            request, seconds (None if nothing was measured).
+        total_input_tokens: prompt tokens of the cohort.
+        total_output_tokens: tokens produced by the cohort.
+        request_throughput: cohort requests per second of ``duration_s``.
+        input_throughput: prompt tokens of the cohort per second.
+        output_throughput: output tokens of the cohort per second.
+        total_token_throughput: prompt plus output tokens of the cohort per second.
         ttft_ms: time to first token.
         ttst_ms: time to second token (two or more tokens).
         tpot_ms: per-request time per output token (two or more tokens).
@@ -359,12 +373,13 @@ class Summary:
         output_tokens_per_s_per_user: pooled ``1000 / gap_ms`` over positive gaps.
         slo: the configured SLO, None when none.
         goodput: goodput figures, None without an SLO.
-        reused_input_tokens: prefix-cache hits at first admission, completed requests.
-        reused_input_tokens_with_readmissions: hits at every admission, completed requests.
+        reused_input_tokens: prefix-cache hits at first admission, of the cohort.
+        reused_input_tokens_with_readmissions: hits at every admission, of the cohort.
         prefix_reuse_ratio: ``reused_input_tokens / total_input_tokens``.
         prefix_reuse_ratio_with_readmissions: the same with readmission hits included.
-        preemptions: preemptions over all requests.
-        engines: per-engine figures, by index.
+        preemptions: preemptions over all requests (every phase).
+        engines: per-engine figures, by index (every phase; utilisation over the whole
+            run's span, preparation included).
         plays: agentic play outcomes and trajectory latency; None when the workload has no
             plays (or the run kept no release accounting).
     """
@@ -505,21 +520,12 @@ def _identity_fields(request: Request | None) -> dict[str, object]:
     if request is None:
         return {}
     identity = request.identity
-    lineage: dict[str, object] | None = None
-    if identity.lineage is not None:
-        lineage = {
-            "schema": identity.lineage.schema,
-            "version": identity.lineage.version,
-            "root_conversation_id": identity.lineage.root_conversation_id,
-        }
-        if identity.lineage.parent_conversation_id is not None:
-            lineage["parent_conversation_id"] = identity.lineage.parent_conversation_id
     return {
         "conversation_id": identity.conversation_id,
         "turn_index": identity.turn_index,
         "play_id": identity.play_id,
         "phase": identity.phase,
-        "lineage": lineage,
+        "lineage": lineage_to_json(identity.lineage),
     }
 
 
@@ -554,7 +560,21 @@ class _Accumulator:
     gaps_ns: list[IntArray] = attrs.Factory(list)
     good: int = 0
     good_output_tokens: int = 0
+    # The measured span (phase ``measure`` only, REFERENCE-workloads §5.6, §5.7): the latest
+    # completion and the earliest arrival of measure requests.
     last_completion_ns: int | None = None
+    first_arrival_ns: int | None = None
+    # The whole run's span, preparation included: the engines' utilisation is over it.
+    run_last_completion_ns: int | None = None
+    run_first_arrival_ns: int | None = None
+
+    def span(self, *, measured: bool) -> int | None:
+        """Latest completion minus earliest arrival, in ns (None without both)."""
+        if measured:
+            last, first = self.last_completion_ns, self.first_arrival_ns
+        else:
+            last, first = self.run_last_completion_ns, self.run_first_arrival_ns
+        return None if last is None or first is None else last - first
 
 
 def _record(
@@ -568,6 +588,8 @@ def _record(
     status = _status_of(trace)
     if outcome is not None and outcome.status in _DRIVER_STATUSES:
         status = outcome.status  # type: ignore[assignment]
+    if request is None and outcome is not None:
+        request = outcome.request
     identity = _identity_fields(request)
     if request is None and outcome is not None:
         identity = {"play_id": outcome.play_id, "phase": outcome.phase}
@@ -587,13 +609,19 @@ def _record(
     ttft = ttst = tpot = e2e = queueing = None
     meets: bool | None = None
     arrival_ns = trace.arrival_ns
+    # Primer and warm-up requests are never measured (REFERENCE-workloads §5.6).
+    measured = identity.get("phase", "measure") == "measure"
+    if arrival_ns is not None:
+        acc.run_first_arrival_ns = _earliest(acc.run_first_arrival_ns, arrival_ns)
+        if measured:
+            acc.first_arrival_ns = _earliest(acc.first_arrival_ns, arrival_ns)
     if status == "completed":
         if trace.terminal_ns is None:
             raise simclock.InternalError(f"completed request {trace.request_id!r} has no end time")
-        if acc.last_completion_ns is None or trace.terminal_ns > acc.last_completion_ns:
-            acc.last_completion_ns = trace.terminal_ns
-    # Primer and warm-up requests are never measured (REFERENCE-workloads §5.6).
-    if status == "completed" and n >= 1 and identity.get("phase", "measure") == "measure":
+        acc.run_last_completion_ns = _latest(acc.run_last_completion_ns, trace.terminal_ns)
+        if measured:
+            acc.last_completion_ns = _latest(acc.last_completion_ns, trace.terminal_ns)
+    if status == "completed" and n >= 1 and measured:
         if arrival_ns is None:
             raise simclock.InternalError(f"completed request {trace.request_id!r} has no arrival")
         first, last = int(tokens_ns[0]), int(tokens_ns[-1])
@@ -661,6 +689,14 @@ def _record(
     )
 
 
+def _earliest(current: int | None, value: int) -> int:
+    return value if current is None or value < current else current
+
+
+def _latest(current: int | None, value: int) -> int:
+    return value if current is None or value > current else current
+
+
 def _rate(amount: float, duration_s: float | None) -> float | None:
     if duration_s is None or duration_s <= 0:
         return None
@@ -691,8 +727,14 @@ def finalize(
     failed) and ``never_issued``. The records are then the requests the driver accounted for:
     the workload's requests in workload order, then play instance requests in the order they
     entered the run; a corpus request that only ran as an instance, and snapshot history, get
-    no record of their own. When the workload has plays, the summary gains a ``plays``
-    section (:class:`PlaySummary`).
+    no record of their own. An instance record's identity (conversation id, turn, play id,
+    phase, lineage, all in the ``P#k`` namespace) is that of the request the driver ran
+    (``RequestOutcome.request``), released or not. When the workload has plays, the summary
+    gains a ``plays`` section (:class:`PlaySummary`).
+
+    Summary metrics are over the measured cohort (completed requests of phase ``measure``,
+    REFERENCE-workloads §5.6, §5.7); status counts, preemptions and engine figures cover
+    every request.
 
     Args:
         journal: the run's journal: its ``traces`` give every record; its kept ``events`` are
@@ -746,11 +788,11 @@ def finalize(
     for record in records:
         status_counts[record.status] += 1
 
-    completed = [r for r in records if r.status == "completed"]
-    arrivals_ns = [t.arrival_ns for t in traces.values() if t.arrival_ns is not None]
-    duration_ns: int | None = None
-    if acc.last_completion_ns is not None and arrivals_ns:
-        duration_ns = acc.last_completion_ns - min(arrivals_ns)
+    # Summary metrics are over the measured cohort: completed requests of phase ``measure``
+    # (REFERENCE-workloads §5.6, §5.7); status counts and engine figures cover every request.
+    measured = [r for r in records if r.phase == "measure"]
+    completed = [r for r in measured if r.status == "completed"]
+    duration_ns = acc.span(measured=True)
     duration_s = None if duration_ns is None else duration_ns / _NS_PER_S
 
     total_input = sum(r.input_length for r in completed)
@@ -769,7 +811,7 @@ def finalize(
             request_goodput=_rate(acc.good, duration_s),
             output_throughput=_rate(acc.good_output_tokens, duration_s),
             attainment=_ratio(acc.good, len(completed)),
-            attainment_of_all=_ratio(acc.good, len(records)),
+            attainment_of_all=_ratio(acc.good, len(measured)),
         )
 
     summary = Summary(
@@ -799,7 +841,7 @@ def finalize(
         prefix_reuse_ratio=_ratio(reused_first, total_input),
         prefix_reuse_ratio_with_readmissions=_ratio(reused_all, total_input),
         preemptions=sum(r.num_preemptions for r in records),
-        engines=_engine_summaries(records, meta.engines, duration_ns),
+        engines=_engine_summaries(records, meta.engines, acc.span(measured=False)),
         plays=None if driver is None or not driver.plays else PlaySummary.of(driver),
     )
     evidence = LifecycleEvidence(
@@ -828,9 +870,24 @@ def _corpus_request(outcome: RequestOutcome, by_id: Mapping[str, Request]) -> Re
 
 
 def _unreleased_record(outcome: RequestOutcome, by_id: Mapping[str, Request]) -> RequestRecord:
-    """The record of a play instance request the driver never released (no trace)."""
-    corpus = _corpus_request(outcome, by_id)
+    """The record of a play instance request the driver never released (no trace).
+
+    Lengths and identity come from the request the driver ran (``outcome.request``); an
+    outcome without one (built by hand) falls back to the corpus request's lengths and to
+    the play id and phase the outcome names.
+    """
     status = outcome.status if outcome.status in TERMINAL_STATUSES else "never_issued"
+    request = outcome.request
+    if request is not None:
+        return _untraced_record(
+            outcome.request_id,
+            status,
+            input_length=request.input_length,
+            output_length=request.output_length,
+            terminal_ms=_ms(outcome.terminal_ns),
+            identity=_identity_fields(request),
+        )
+    corpus = _corpus_request(outcome, by_id)
     return _untraced_record(
         outcome.request_id,
         status,
