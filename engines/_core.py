@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Callable
 
 import numpy as np
 
@@ -20,6 +21,7 @@ from ._journal import EventKind, Journal, LifecycleEvent, RequestTrace
 from ._keys import ROOT_KEY, BlockKeyer, Content, block_content, prompt_contents
 from ._kv import KVCache
 from ._pass import PassShape, TimingModel
+from ._timing import SMALL_PASS_ENTRIES, FixedTiming
 
 __all__ = ("EngineCore", "Pass", "Seq")
 
@@ -32,6 +34,19 @@ HELD = "held"
 RESERVING = "reserving"
 RESERVED = "reserved"
 DONE = "done"
+
+
+def _small_pass_function(
+    timing: TimingModel,
+) -> Callable[[list[int], list[int], list[int], list[bool], str], float] | None:
+    """The built-in model's list form of ``pass_time_ms``, when ``timing`` prices with it.
+
+    A subclass that overrides ``pass_time_ms`` is always called through it.
+    """
+    cls = type(timing)
+    if cls.pass_time_ms is FixedTiming.pass_time_ms:
+        return timing._small_pass_ms  # type: ignore[attr-defined, no-any-return]
+    return None
 
 
 class Seq:
@@ -154,6 +169,7 @@ class EngineCore:
         self._chunked = config.enable_chunked_prefill
         self._watermark = config.watermark_blocks
         self._kv_capacity = config.num_blocks * config.block_size
+        self._small_pass_ms = _small_pass_function(timing)
 
     # -- events ------------------------------------------------------------------------------
 
@@ -224,6 +240,8 @@ class EngineCore:
         known = self.keyer.cached_block_keys(request, self.block_size)
         if known:
             s.keys = list(known)
+        elif self.caching:
+            s.keys = self.keyer.shared_prefix(request, self.block_size)
         return s
 
     def enqueue(self, s: Seq) -> None:
@@ -285,15 +303,12 @@ class EngineCore:
                     if found is None:
                         break
                     keys.append(found)
-        get = self.kv.cache.get
-        out: list[int] = []
-        add = out.append
-        for k in range(limit if limit < len(keys) else len(keys)):
-            copies = get(keys[k])
-            if copies is None:
-                break
-            add(copies[0])
-        return out
+        cached: list[list[int] | None] = list(
+            map(self.kv.cache.get, keys[:limit] if limit < len(keys) else keys)
+        )
+        if None in cached:
+            del cached[cached.index(None) :]
+        return [copies[0] for copies in cached]  # type: ignore[index]
 
     def _cache_full(self, s: Seq, positions: int) -> None:
         """Key and register every block of ``s`` that ``positions`` scheduled makes full."""
@@ -444,6 +459,11 @@ class EngineCore:
 
     def _duration_ns(self, plan: Pass, prompts: list[int], samples: list[bool]) -> int:
         k = len(prompts)
+        small = self._small_pass_ms
+        if small is not None and k <= SMALL_PASS_ENTRIES:
+            ms = small(plan.computed, prompts, plan.output_before, samples, self.role)
+            if 0.0 <= ms < math.inf:
+                return round(ms * 1_000_000)
         shape = PassShape(
             np.fromiter(plan.scheduled, np.int64, k),
             np.fromiter(plan.computed, np.int64, k),
@@ -526,6 +546,8 @@ class EngineCore:
                 self.kv.release(r.blocks)
                 r.blocks = []
                 r.state = DONE
+                if self.caching:
+                    self.keyer.remember(r.request, self.block_size, r.keys)
                 self._drop(r)
                 del self.seqs[r.rid]
                 finished = True
@@ -549,6 +571,8 @@ class EngineCore:
                 continue
             r.state = HELD
             self.held[r.rid] = r
+            if self.caching:
+                self.keyer.remember(r.request, self.block_size, r.keys)
             self._drop(r)
             finished = True
             self._record(t, EventKind.PREFILL_DONE, r)

@@ -14,6 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import attrs
+import numpy as np
+import numpy.typing as npt
 
 from loadgen import Request
 
@@ -123,6 +125,11 @@ class BlockKeyer:
     _memo: dict[tuple[str, int], tuple[Request, tuple[int, ...]]] = attrs.field(
         factory=dict, init=False, repr=False
     )
+    # (engine block size, donor tag) -> (trace block size, content ids, keys of leading full
+    # prompt blocks) of the newest request remembered under that tag; see shared_prefix
+    _donors: dict[tuple[int, tuple[str, object]], tuple[int, npt.NDArray[np.int64], list[int]]] = (
+        attrs.field(factory=dict, init=False, repr=False)
+    )
 
     def __len__(self) -> int:
         """The number of distinct keys interned so far."""
@@ -190,6 +197,65 @@ class BlockKeyer:
             append(key)
             parent = key
 
+    @staticmethod
+    def _donor_tags(request: Request) -> tuple[tuple[str, object], ...]:
+        first = ("first", int(request.hash_ids[0]))
+        conversation = request.identity.conversation_id
+        if conversation is None:
+            return (first,)
+        return (("conversation", conversation), first)
+
+    def remember(self, request: Request, block_size: int, keys: Sequence[int]) -> None:
+        """Offer ``keys`` (leading block keys of ``request``) to later requests' key lookups.
+
+        The request becomes the newest *donor* of its conversation and of its first content
+        id: a later request that shares a prefix of content ids with it takes the keys of the
+        shared full prompt blocks from it (:meth:`shared_prefix`) instead of walking the chain
+        block by block. Keys are a function of content, so results never depend on donors.
+
+        Args:
+            request: the request the keys belong to.
+            block_size: the engine block size ``E`` the keys were made for.
+            keys: interned keys of its blocks 0, 1, ... (any leading part).
+        """
+        full = min(request.input_length // block_size, len(keys))
+        if full == 0 or not request.hash_ids.size:
+            return
+        donor = (request.block_size, request.hash_ids, list(keys[:full]))
+        for tag in self._donor_tags(request):
+            self._donors[(block_size, tag)] = donor
+
+    def shared_prefix(self, request: Request, block_size: int) -> list[int]:
+        """Return the keys of the leading full prompt blocks a remembered request shares.
+
+        Compares ``request``'s content ids with those of the newest donor of its conversation
+        and of its first content id (one vectorised comparison each) and returns the keys of
+        the engine blocks that lie entirely inside both prompts and inside the common run of
+        ids; the longer of the two, possibly empty. Every key returned is interned.
+
+        Args:
+            request: the request whose keys are wanted.
+            block_size: the engine block size ``E``.
+        """
+        ids = request.hash_ids
+        if not ids.size:
+            return []
+        t = request.block_size
+        full = request.input_length // block_size
+        best: list[int] = []
+        for tag in self._donor_tags(request):
+            donor = self._donors.get((block_size, tag))
+            if donor is None or donor[0] != t:
+                continue
+            donor_ids, donor_keys = donor[1], donor[2]
+            m = min(ids.size, donor_ids.size)
+            differ = np.flatnonzero(ids[:m] != donor_ids[:m])
+            common = int(differ[0]) if differ.size else m
+            n = min(full, len(donor_keys), common * t // block_size)
+            if n > len(best):
+                best = donor_keys[:n]
+        return best
+
     def cached_block_keys(self, request: Request, block_size: int) -> tuple[int, ...] | None:
         """The keys :meth:`block_keys` returned for this very ``request`` object, or ``None``."""
         memo = self._memo.get((request.id, block_size))
@@ -216,8 +282,9 @@ class BlockKeyer:
         contents = prompt_contents(
             request.hash_ids.tolist(), request.block_size, request.input_length, block_size
         )
-        keys: list[int] = []
+        keys = self.shared_prefix(request, block_size)
         self.extend(keys, contents, len(contents))
+        self.remember(request, block_size, keys)
         result = tuple(keys)
         self._memo[(request.id, block_size)] = (request, result)
         return result

@@ -93,11 +93,7 @@ class KVCache:
 
     def can_allocate(self, hits: list[int], need: int, reserve: int = 0) -> bool:
         """Whether :meth:`allocate` would succeed (no side effects)."""
-        ref = self.ref
-        evictable = 0
-        for b in hits:
-            if ref[b] == 0:
-                evictable += 1
+        evictable = list(map(self.ref.__getitem__, hits)).count(0)
         return need + evictable + reserve <= self.free_count
 
     # -- mutations -------------------------------------------------------------------------
@@ -119,23 +115,25 @@ class KVCache:
         """
         ref = self.ref
         if hits:
-            evictable = 0
-            for b in hits:
-                if ref[b] == 0:
-                    evictable += 1
+            refs = list(map(ref.__getitem__, hits))
+            evictable = refs.count(0)
             if need + evictable + reserve > self.free_count:
                 return False
-            nxt = self._next
-            prv = self._prev
-            for b in hits:
-                if ref[b] == 0:
-                    p = prv[b]
-                    q = nxt[b]
-                    nxt[p] = q
-                    prv[q] = p
-                    self.free_count -= 1
-                ref[b] += 1
-                blocks.append(b)
+            if evictable:
+                nxt = self._next
+                prv = self._prev
+                for b, r in zip(hits, refs, strict=True):
+                    if r == 0:
+                        p = prv[b]
+                        q = nxt[b]
+                        nxt[p] = q
+                        prv[q] = p
+                    ref[b] = r + 1
+                self.free_count -= evictable
+            else:
+                for b, r in zip(hits, refs, strict=True):
+                    ref[b] = r + 1
+            blocks.extend(hits)
         elif need + reserve > self.free_count:
             return False
         if need:
@@ -192,21 +190,25 @@ class KVCache:
         nxt = self._next
         prv = self._prev
         s = self.num_blocks
-        for i in range(len(blocks) - 1, -1, -1):
-            b = blocks[i]
-            r = ref[b] - 1
-            if r > 0:
-                ref[b] = r
-                continue
-            if r < 0:
-                raise InternalError(f"block {b} released with reference count 0")
-            ref[b] = 0
-            t = prv[s]
-            nxt[t] = b
-            prv[b] = t
-            nxt[b] = s
-            prv[s] = b
-            self.free_count += 1
+        tail = prv[s]
+        freed = 0
+        try:
+            for b in reversed(blocks):
+                r = ref[b]
+                if r > 1:
+                    ref[b] = r - 1
+                    continue
+                if r < 1:
+                    raise InternalError(f"block {b} released with reference count 0")
+                ref[b] = 0
+                nxt[tail] = b
+                prv[b] = tail
+                tail = b
+                freed += 1
+        finally:
+            nxt[tail] = s
+            prv[s] = tail
+            self.free_count += freed
 
     def check(self) -> None:
         """Verify every invariant; raise :class:`~simclock.InternalError` on the first break.

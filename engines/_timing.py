@@ -224,28 +224,46 @@ class FixedTiming:
         """
         role = shape.role
         if len(shape.scheduled) <= SMALL_PASS_ENTRIES:
-            computed: list[int] = shape.computed.tolist()
-            prompts: list[int] = shape.prompt_length.tolist()
-            samples: list[bool] = shape.samples.tolist()
-            # ``True in map(...)`` stops at the first hit without a Python-level loop.
-            if role == "decode":
-                has_prefill = False
-                has_decode = True in samples
-            else:
-                has_prefill = True in map(lt, computed, prompts)  # c_r < P
-                outputs: list[int] = shape.output_before.tolist()
-                has_decode = role != "prefill" and True in map(
-                    and_,
-                    samples,
-                    map(le, repeat(1), outputs),  # samples and o >= 1
-                )
-        elif role == "decode":
+            return self._small_pass_ms(
+                shape.computed.tolist(),
+                shape.prompt_length.tolist(),
+                shape.output_before.tolist(),
+                shape.samples.tolist(),
+                role,
+            )
+        if role == "decode":
             has_prefill = False
             has_decode = bool(shape.samples.any())
         else:
             has_prefill = bool((shape.computed < shape.prompt_length).any())
             has_decode = role != "prefill" and bool(
                 (shape.samples & (shape.output_before >= 1)).any()
+            )
+        return float(self.prefill_ms) * has_prefill + float(self.decode_ms) * has_decode
+
+    def _small_pass_ms(
+        self,
+        computed: list[int],
+        prompts: list[int],
+        outputs: list[int],
+        samples: list[bool],
+        role: str,
+    ) -> float:
+        """:meth:`pass_time_ms` of a pass given as plain lists (its small-pass branch).
+
+        Engines call it directly for passes of at most ``SMALL_PASS_ENTRIES`` entries, which
+        saves building a :class:`PassShape`; the result is the same number.
+        """
+        # ``True in map(...)`` stops at the first hit without a Python-level loop.
+        if role == "decode":
+            has_prefill = False
+            has_decode = True in samples
+        else:
+            has_prefill = True in map(lt, computed, prompts)  # c_r < P
+            has_decode = role != "prefill" and True in map(
+                and_,
+                samples,
+                map(le, repeat(1), outputs),  # samples and o >= 1
             )
         return float(self.prefill_ms) * has_prefill + float(self.decode_ms) * has_decode
 
