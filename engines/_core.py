@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable
+from operator import add, sub
 
 import numpy as np
 
@@ -105,7 +106,15 @@ class Seq:
 class Pass:
     """A planned pass: its entries in scheduling order and its interval."""
 
-    __slots__ = ("computed", "end_ns", "entries", "output_before", "scheduled", "start_ns")
+    __slots__ = (
+        "computed",
+        "end_ns",
+        "entries",
+        "output_before",
+        "scheduled",
+        "start_ns",
+        "steady",
+    )
 
     def __init__(
         self,
@@ -122,6 +131,8 @@ class Pass:
         self.scheduled = scheduled
         self.computed = computed
         self.output_before = output_before
+        # every entry is a running request's decode step (see EngineCore._schedule_steady)
+        self.steady = False
 
 
 class EngineCore:
@@ -334,6 +345,10 @@ class EngineCore:
         Returns:
             The pass, priced by the timing model, or ``None`` if no token was scheduled.
         """
+        if not self.waiting and self.running and self.role != "prefill":
+            steady = self._schedule_steady(now_ns)
+            if steady is not None:
+                return steady
         e = self.block_size
         kv = self.kv
         caching = self.caching
@@ -457,6 +472,61 @@ class EngineCore:
             self._record_chunks(plan)
         return plan
 
+    def _schedule_steady(self, now_ns: int) -> Pass | None:
+        """Plan a pass of decode steps only, or return ``None`` to take the general path.
+
+        Applies when nothing waits and every running request has sampled and has exactly
+        one position left to compute (its newest token), has no prompt work outstanding,
+        the budget covers one position each and the free queue covers every block the
+        pass needs. Then :meth:`schedule` would take each running request in order with
+        ``n = 1``, allocate a block where the step starts one, register blocks it fills,
+        preempt nobody and admit nobody: this does exactly that, with list operations for
+        the per-entry columns and the per-request loop reduced to the requests that cross
+        a block boundary.
+        """
+        running = self.running
+        k = len(running)
+        if k > self._max_tokens:
+            return None
+        comp = [r.num_computed for r in running]
+        outb = [r.num_output for r in running]
+        prompts = [r.prompt for r in running]
+        if 0 in outb or list(map(sub, map(add, prompts, outb), comp)).count(1) != k:
+            return None
+        if [r.pf for r in running].count(0) != k:
+            return None
+        e = self.block_size
+        caching = self.caching
+        special = [
+            r
+            for r in running
+            if r.num_computed >= len(r.blocks) * e
+            or (caching and (r.num_computed + 1) // e > r.nkeyed)
+        ]
+        kv = self.kv
+        if special:
+            if sum(1 for r in special if r.num_computed >= len(r.blocks) * e) > kv.free_count:
+                return None
+            for r in special:
+                end = r.num_computed + 1
+                blocks = r.blocks
+                if end > len(blocks) * e:
+                    need = -(-end // e) - len(blocks)
+                    if not kv.allocate(blocks, _NO_HITS, need):
+                        raise InternalError(f"steady pass could not allocate for {r.rid!r}")
+                if caching and end // e > r.nkeyed:
+                    self._cache_full(r, end)
+        for r in running:
+            r.num_computed += 1
+        plan = Pass(now_ns, running[:], [1] * k, comp, outb)
+        plan.steady = True
+        duration = self._duration_ns(plan, prompts, [True] * k)
+        plan.end_ns = now_ns + duration
+        self.passes += 1
+        self.busy_ns += duration
+        # decode steps record no prefill chunk
+        return plan
+
     def _duration_ns(self, plan: Pass, prompts: list[int], samples: list[bool]) -> int:
         k = len(prompts)
         small = self._small_pass_ms
@@ -514,8 +584,11 @@ class EngineCore:
             self._commit_prefill(plan)
             return
         t = plan.end_ns
-        finished = False
         token_events = self.journal.wants_token_events
+        if plan.steady and not token_events:
+            self._commit_steady(plan)
+            return
+        finished = False
         # Steady decode entries only count down decode_outstanding; the count is applied in
         # one step, and always before an event is recorded (a subscriber may read the view).
         sampled = 0
@@ -543,24 +616,48 @@ class EngineCore:
                 if sampled:
                     self.decode_outstanding -= sampled
                     sampled = 0
-                self.kv.release(r.blocks)
-                r.blocks = []
-                r.state = DONE
-                if self.caching:
-                    self.keyer.remember(r.request, self.block_size, r.keys)
-                self._drop(r)
-                del self.seqs[r.rid]
                 finished = True
-                self._record(
-                    t,
-                    EventKind.FINISHED,
-                    r,
-                    (("truncated", target < r.request.output_length),),
-                )
+                self._finish(r, t)
         if sampled:
             self.decode_outstanding -= sampled
         if finished:
             self.running = [r for r in self.running if r.state == RUNNING]
+
+    def _commit_steady(self, plan: Pass) -> None:
+        """:meth:`commit` of a steady pass when no ``TOKEN`` event is wanted.
+
+        Every entry samples one token that is not its first. The general loop appends the
+        token time, counts the entry down and, for an entry reaching its target, applies the
+        counted decrements of ``decode_outstanding`` before it releases the blocks and records
+        ``FINISHED``; this does the same with the per-entry work in list operations.
+        """
+        t = plan.end_ns
+        entries = plan.entries
+        for r in entries:
+            r.times.append(t)
+            r.num_output += 1
+            r.dec -= 1
+        done = [j for j, r in enumerate(entries) if r.num_output >= r.target]
+        applied = 0
+        for j in done:
+            r = entries[j]
+            self.decode_outstanding -= j + 1 - applied
+            applied = j + 1
+            self._finish(r, t)
+        self.decode_outstanding -= len(entries) - applied
+        if done:
+            self.running = [r for r in self.running if r.state == RUNNING]
+
+    def _finish(self, r: Seq, t: int) -> None:
+        """Release a request that reached its target and record ``FINISHED`` at ``t``."""
+        self.kv.release(r.blocks)
+        r.blocks = []
+        r.state = DONE
+        if self.caching:
+            self.keyer.remember(r.request, self.block_size, r.keys)
+        self._drop(r)
+        del self.seqs[r.rid]
+        self._record(t, EventKind.FINISHED, r, (("truncated", r.target < r.request.output_length),))
 
     def _commit_prefill(self, plan: Pass) -> None:
         """Prefill role: a request whose prompt is done leaves running, its blocks held."""

@@ -1,0 +1,135 @@
+"""Passes of decode steps only take a shorter path (``EngineCore._schedule_steady`` and
+``_commit_steady``); it must be indistinguishable from the general path: the same passes,
+token times, events, KV transitions, block states and views, after every step."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+from hypothesis import HealthCheck, given, settings
+
+from engines import BlockKeyer, EngineConfig, EventKind, FixedTiming, Journal, LifecycleEvent
+from engines._core import EngineCore, Pass
+from engines._timing import LinearTiming
+from loadgen import Request
+
+from .sim import req, simulate
+from .test_properties import scenarios
+
+
+class GeneralOnly(EngineCore):
+    """An engine that never takes the steady path."""
+
+    def _schedule_steady(self, now_ns: int) -> Pass | None:
+        return None
+
+
+class Recording(EngineCore):
+    """Records what anyone could observe after every schedule and commit."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.observed: list[tuple[object, ...]] = []
+        self.steady = 0
+        # what a subscriber sees in the middle of a commit, when a request finishes
+        self.journal.subscribe(self._on_finished, kinds=[EventKind.FINISHED])
+
+    def _on_finished(self, event: LifecycleEvent) -> None:
+        self.observed.append(
+            (
+                "finished",
+                event.request_id,
+                self.decode_outstanding,
+                self.prefill_outstanding,
+                self.kv.free_count,
+                len(self.running),
+            )
+        )
+
+    def _observe(self, tag: str, plan: Pass | None) -> None:
+        kv = self.kv
+        self.observed.append(
+            (
+                tag,
+                None if plan is None else (plan.start_ns, plan.end_ns, tuple(plan.scheduled)),
+                None if plan is None else tuple(r.rid for r in plan.entries),
+                self.prefill_outstanding,
+                self.decode_outstanding,
+                kv.free_count,
+                tuple(kv.ref),
+                tuple(kv.key),
+                tuple(kv.free_blocks()),
+                tuple(kv.transitions),
+                tuple(r.rid for r in self.running),
+                tuple((r.rid, r.num_computed, r.num_output, r.nkeyed) for r in self.running),
+            )
+        )
+
+    def schedule(self, now_ns: int) -> Pass | None:
+        plan = super().schedule(now_ns)
+        if plan is not None and plan.steady:
+            self.steady += 1
+        self._observe("schedule", plan)
+        return plan
+
+    def commit(self, plan: Pass) -> None:
+        super().commit(plan)
+        self._observe("commit", plan)
+
+
+class GeneralRecording(Recording, GeneralOnly):
+    pass
+
+
+def _run(
+    cls: type[Recording],
+    config: EngineConfig,
+    requests: list[Request],
+    timing: Any,
+    token_events: bool,
+) -> Recording:
+    journal = Journal(keep_events=True, token_events=token_events)
+    c = cls(0, config, timing, BlockKeyer(), journal)
+    simulate(c, requests, check=True)
+    return c
+
+
+def _compare(config: EngineConfig, requests: list[Request], timing: Any, token_events: bool) -> int:
+    fast = _run(Recording, config, requests, timing, token_events)
+    general = _run(GeneralRecording, config, requests, timing, token_events)
+    assert general.steady == 0
+    assert fast.observed == general.observed
+    assert fast.journal.events == general.journal.events
+    for rid, trace in general.journal.traces.items():
+        assert attrs.asdict(fast.journal.traces[rid]) == attrs.asdict(trace)
+    assert (fast.passes, fast.busy_ns) == (general.passes, general.busy_ns)
+    return fast.steady
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenario=scenarios())
+def test_steady_passes_match_the_general_path(scenario: tuple[EngineConfig, list[Request]]) -> None:
+    config, requests = scenario
+    _compare(config, requests, FixedTiming(prefill_ms=5, decode_ms=1), token_events=False)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(scenario=scenarios())
+def test_steady_passes_match_with_token_events_and_a_context_dependent_model(
+    scenario: tuple[EngineConfig, list[Request]],
+) -> None:
+    config, requests = scenario
+    timing = LinearTiming(c0=1.0, c_p=0.01, c_d=0.02, c_kv=0.0001)
+    _compare(config, requests, timing, token_events=True)
+
+
+def test_a_long_decode_run_takes_the_steady_path_across_block_boundaries() -> None:
+    config = EngineConfig(num_blocks=64, block_size=4, max_num_batched_tokens=64)
+    requests = [
+        req("a", 10, 40, hash_ids=[1, 2, 3], trace_block=4),
+        req("b", 7, 25, hash_ids=[1, 2], trace_block=4, arrival_ms=3),
+        req("c", 13, 33, hash_ids=[1, 2, 4, 5], trace_block=4, arrival_ms=9),
+    ]
+    steady = _compare(config, requests, FixedTiming(prefill_ms=5, decode_ms=1), token_events=False)
+    assert steady > 30  # most of the ~40 decode passes
