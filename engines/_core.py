@@ -131,8 +131,9 @@ class Pass:
         self.scheduled = scheduled
         self.computed = computed
         self.output_before = output_before
-        # every entry is a running request's decode step (see EngineCore._schedule_steady)
-        self.steady = False
+        # the leading entries that are running requests' decode steps, scheduled together
+        # (see EngineCore._steady_columns)
+        self.steady = 0
 
 
 class EngineCore:
@@ -345,20 +346,32 @@ class EngineCore:
         Returns:
             The pass, priced by the timing model, or ``None`` if no token was scheduled.
         """
-        if not self.waiting and self.running and self.role != "prefill":
-            steady = self._schedule_steady(now_ns)
-            if steady is not None:
-                return steady
         e = self.block_size
         kv = self.kv
         caching = self.caching
         budget = self._max_tokens
-        entries: list[Seq] = []
-        sched_n: list[int] = []
-        comp: list[int] = []
-        outb: list[int] = []
-        prompts: list[int] = []
-        samples: list[bool] = []
+        running = self.running
+        entries: list[Seq]
+        sched_n: list[int]
+        comp: list[int]
+        outb: list[int]
+        prompts: list[int]
+        samples: list[bool]
+        steady = self._steady_columns() if running and self.role != "prefill" else None
+        steady_count = 0
+        if steady is None:
+            entries, sched_n, comp, outb, prompts, samples = [], [], [], [], [], []
+            nrun = len(running)
+        else:
+            # every running request took its decode step; go on to admissions
+            comp, outb, prompts = steady
+            entries = running[:]
+            nrun = len(entries)
+            sched_n = [1] * nrun
+            samples = [True] * nrun
+            budget -= nrun
+            steady_count = nrun
+            nrun = 0
         add_entry = entries.append
         add_n = sched_n.append
         add_comp = comp.append
@@ -368,8 +381,6 @@ class EngineCore:
         # N = 0 requests never sample; on a prefill engine the hidden bootstrap token does
         any_target = self.role == "prefill"
         preempted = False
-        running = self.running
-        nrun = len(running)
         i = 0
         # num_computed advances as each entry is scheduled: nothing later in the schedule
         # phase reads an earlier entry's counter (a victim is never an earlier entry)
@@ -464,6 +475,7 @@ class EngineCore:
         if not entries:
             return None
         plan = Pass(now_ns, entries, sched_n, comp, outb)
+        plan.steady = steady_count
         duration = self._duration_ns(plan, prompts, samples)
         plan.end_ns = now_ns + duration
         self.passes += 1
@@ -472,17 +484,20 @@ class EngineCore:
             self._record_chunks(plan)
         return plan
 
-    def _schedule_steady(self, now_ns: int) -> Pass | None:
-        """Plan a pass of decode steps only, or return ``None`` to take the general path.
+    def _steady_columns(self) -> tuple[list[int], list[int], list[int]] | None:
+        """Schedule every running request's decode step at once, or return ``None``.
 
-        Applies when nothing waits and every running request has sampled and has exactly
-        one position left to compute (its newest token), has no prompt work outstanding,
-        the budget covers one position each and the free queue covers every block the
-        pass needs. Then :meth:`schedule` would take each running request in order with
-        ``n = 1``, allocate a block where the step starts one, register blocks it fills,
-        preempt nobody and admit nobody: this does exactly that, with list operations for
-        the per-entry columns and the per-request loop reduced to the requests that cross
-        a block boundary.
+        Applies when every running request has sampled and has exactly one position left
+        to compute (its newest token), has no prompt work outstanding, the budget covers one
+        position each and the free queue covers every block the steps start. Then the
+        general loop of :meth:`schedule` would take each running request in order with
+        ``n = 1``, allocate a block where the step starts one, register the blocks it fills
+        and preempt nobody: this does exactly that, with list operations for the per-entry
+        columns and the per-request loop reduced to the requests at a block boundary.
+
+        Returns:
+            ``(computed, output_before, prompt_length)`` columns of the running requests,
+            whose ``num_computed`` has advanced by one; ``None`` with nothing changed.
         """
         running = self.running
         k = len(running)
@@ -503,8 +518,8 @@ class EngineCore:
             if r.num_computed >= len(r.blocks) * e
             or (caching and (r.num_computed + 1) // e > r.nkeyed)
         ]
-        kv = self.kv
         if special:
+            kv = self.kv
             if sum(1 for r in special if r.num_computed >= len(r.blocks) * e) > kv.free_count:
                 return None
             for r in special:
@@ -518,14 +533,7 @@ class EngineCore:
                     self._cache_full(r, end)
         for r in running:
             r.num_computed += 1
-        plan = Pass(now_ns, running[:], [1] * k, comp, outb)
-        plan.steady = True
-        duration = self._duration_ns(plan, prompts, [True] * k)
-        plan.end_ns = now_ns + duration
-        self.passes += 1
-        self.busy_ns += duration
-        # decode steps record no prefill chunk
-        return plan
+        return comp, outb, prompts
 
     def _duration_ns(self, plan: Pass, prompts: list[int], samples: list[bool]) -> int:
         k = len(prompts)
@@ -585,14 +593,15 @@ class EngineCore:
             return
         t = plan.end_ns
         token_events = self.journal.wants_token_events
-        if plan.steady and not token_events:
-            self._commit_steady(plan)
-            return
+        entries = plan.entries
         finished = False
+        if plan.steady and not token_events:
+            finished = self._commit_steady(entries, plan.steady, t)
+            entries = entries[plan.steady :]
         # Steady decode entries only count down decode_outstanding; the count is applied in
         # one step, and always before an event is recorded (a subscriber may read the view).
         sampled = 0
-        for r in plan.entries:
+        for r in entries:
             out = r.num_output
             if r.num_computed != r.prompt + out:
                 continue
@@ -623,30 +632,30 @@ class EngineCore:
         if finished:
             self.running = [r for r in self.running if r.state == RUNNING]
 
-    def _commit_steady(self, plan: Pass) -> None:
-        """:meth:`commit` of a steady pass when no ``TOKEN`` event is wanted.
+    def _commit_steady(self, entries: list[Seq], k: int, t: int) -> bool:
+        """Commit the steady decode steps ``entries[:k]`` when no ``TOKEN`` event is wanted.
 
-        Every entry samples one token that is not its first. The general loop appends the
+        Each of them samples one token that is not its first. The general loop appends the
         token time, counts the entry down and, for an entry reaching its target, applies the
         counted decrements of ``decode_outstanding`` before it releases the blocks and records
         ``FINISHED``; this does the same with the per-entry work in list operations.
+
+        Returns:
+            Whether a request finished.
         """
-        t = plan.end_ns
-        entries = plan.entries
-        for r in entries:
+        steady = entries[:k] if k < len(entries) else entries
+        for r in steady:
             r.times.append(t)
             r.num_output += 1
             r.dec -= 1
-        done = [j for j, r in enumerate(entries) if r.num_output >= r.target]
+        done = [j for j, r in enumerate(steady) if r.num_output >= r.target]
         applied = 0
         for j in done:
-            r = entries[j]
             self.decode_outstanding -= j + 1 - applied
             applied = j + 1
-            self._finish(r, t)
-        self.decode_outstanding -= len(entries) - applied
-        if done:
-            self.running = [r for r in self.running if r.state == RUNNING]
+            self._finish(steady[j], t)
+        self.decode_outstanding -= k - applied
+        return bool(done)
 
     def _finish(self, r: Seq, t: int) -> None:
         """Release a request that reached its target and record ``FINISHED`` at ``t``."""

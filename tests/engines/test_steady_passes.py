@@ -1,6 +1,7 @@
-"""Passes of decode steps only take a shorter path (``EngineCore._schedule_steady`` and
-``_commit_steady``); it must be indistinguishable from the general path: the same passes,
-token times, events, KV transitions, block states and views, after every step."""
+"""Running requests that all take a decode step are scheduled together
+(``EngineCore._steady_columns``) and committed together (``_commit_steady``). That must be
+indistinguishable from the general path: the same passes, token times, events, KV
+transitions, block states and views, after every step."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from .test_properties import scenarios
 class GeneralOnly(EngineCore):
     """An engine that never takes the steady path."""
 
-    def _schedule_steady(self, now_ns: int) -> Pass | None:
+    def _steady_columns(self) -> tuple[list[int], list[int], list[int]] | None:
         return None
 
 
@@ -32,6 +33,7 @@ class Recording(EngineCore):
         super().__init__(*args, **kwargs)
         self.observed: list[tuple[object, ...]] = []
         self.steady = 0
+        self.mixed = 0  # steady passes that also admitted a waiting request
         # what a subscriber sees in the middle of a commit, when a request finishes
         self.journal.subscribe(self._on_finished, kinds=[EventKind.FINISHED])
 
@@ -70,6 +72,7 @@ class Recording(EngineCore):
         plan = super().schedule(now_ns)
         if plan is not None and plan.steady:
             self.steady += 1
+            self.mixed += plan.steady < len(plan.entries)
         self._observe("schedule", plan)
         return plan
 
@@ -95,7 +98,9 @@ def _run(
     return c
 
 
-def _compare(config: EngineConfig, requests: list[Request], timing: Any, token_events: bool) -> int:
+def _compare(
+    config: EngineConfig, requests: list[Request], timing: Any, token_events: bool
+) -> tuple[int, int]:
     fast = _run(Recording, config, requests, timing, token_events)
     general = _run(GeneralRecording, config, requests, timing, token_events)
     assert general.steady == 0
@@ -104,7 +109,7 @@ def _compare(config: EngineConfig, requests: list[Request], timing: Any, token_e
     for rid, trace in general.journal.traces.items():
         assert attrs.asdict(fast.journal.traces[rid]) == attrs.asdict(trace)
     assert (fast.passes, fast.busy_ns) == (general.passes, general.busy_ns)
-    return fast.steady
+    return fast.steady, fast.mixed
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -131,5 +136,8 @@ def test_a_long_decode_run_takes_the_steady_path_across_block_boundaries() -> No
         req("b", 7, 25, hash_ids=[1, 2], trace_block=4, arrival_ms=3),
         req("c", 13, 33, hash_ids=[1, 2, 4, 5], trace_block=4, arrival_ms=9),
     ]
-    steady = _compare(config, requests, FixedTiming(prefill_ms=5, decode_ms=1), token_events=False)
+    steady, mixed = _compare(
+        config, requests, FixedTiming(prefill_ms=5, decode_ms=1), token_events=False
+    )
     assert steady > 30  # most of the ~40 decode passes
+    assert mixed >= 1  # b and c are admitted beside requests already decoding
