@@ -512,9 +512,13 @@ class EngineCore:
             return None
         e = self.block_size
         caching = self.caching
+        # A running request holds ceil(c / e) blocks and has its c // e full blocks keyed, so
+        # only a step from c with c % e in (0, e - 1) can start or fill a block; the exact
+        # conditions are then checked on those few.
+        last = e - 1
         special = [
             r
-            for r in running
+            for r in [running[j] for j, c in enumerate(comp) if c % e == 0 or c % e == last]
             if r.num_computed >= len(r.blocks) * e
             or (caching and (r.num_computed + 1) // e > r.nkeyed)
         ]

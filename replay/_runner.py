@@ -419,8 +419,8 @@ def run(
 
     Everything runs on a fresh :class:`simclock.VirtualEventLoop`. The seed is split with
     ``numpy.random.SeedSequence(seed).spawn(4)`` into the streams named by
-    :data:`SEED_STREAMS` (policy, driver, topology, workload), so the same inputs and seed give the same
-    result, byte for byte.
+    :data:`SEED_STREAMS` (policy, driver, topology, workload), so the same inputs and seed
+    give the same result, byte for byte.
 
     Args:
         workload: the requests to replay (checked by :func:`replay.prepare`).

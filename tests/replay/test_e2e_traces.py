@@ -1,12 +1,14 @@
-"""End to end: the shared Azure and WEKA traces through ``replay.run``, and each shared trace
-through ``simclock replay`` on a small slice.
+"""End to end: the shared Azure trace through ``replay.run``, and each shared trace through
+``simclock replay`` on a small slice.
 
-The Mooncake conversation trace is replayed in full, per policy, in ``test_runner_mooncake.py``.
+The Mooncake conversation trace is replayed in full, per policy, in ``test_runner_mooncake.py``;
+the WEKA corpus in full in ``test_e2e_weka.py``.
 
-Sizes and timing are chosen so that each full replay stays near 20 s of CPU on one core
-(measured with ``time.process_time``): fixed timing (prefill 50 ms, decode 10 ms; the cheapest
-model, one multiply-free branch per pass), a handful of engines, and a load mode that packs
-the trace's hours into virtual minutes without changing any request.
+Every request is replayed as recorded. Sizes and timing keep each full replay within about
+a minute of CPU on one core (measured with ``time.process_time``): fixed timing (prefill
+50 ms, decode 10 ms; the cheapest model, one multiply-free branch per pass), a few engines,
+and a load mode that packs the trace's hours into virtual minutes without changing any
+request.
 """
 
 from __future__ import annotations
@@ -16,11 +18,9 @@ import json
 import tarfile
 from pathlib import Path
 
-import attrs
-
 from engines import EngineConfig, FixedTiming
-from loadgen import LoadMode, Request, Workload, read_azure, read_weka
-from policies import RoundRobin, SessionAffinity
+from loadgen import LoadMode, read_azure
+from policies import RoundRobin
 from replay import TERMINAL_STATUSES, Aggregated, ReplayResult, run
 from replay._cli import EXIT_OK, main
 
@@ -31,12 +31,6 @@ MOONCAKE = Path("mooncake") / "conversation_trace.jsonl"
 # Azure: 19,366 standalone requests over 58 minutes, 4.0 M output tokens.
 AZURE_SPEEDUP = 8.0
 AZURE_WORKERS = 4
-# WEKA: 498 plays, 34,085 calls (521 in 50 subagents), inputs of 100 k tokens at the median.
-WEKA_LANES = 64
-WEKA_SPEEDUP = 100.0
-WEKA_INPUT_CAP = 4096
-WEKA_OUTPUT_CAP = 16
-WEKA_WORKERS = 4
 
 
 def _check_accounting(result: ReplayResult, expected_requests: int) -> None:
@@ -87,79 +81,6 @@ def test_the_whole_azure_conversation_trace_replays_every_request(shared_data: P
     assert arrivals[0] == 0.0
     last_nominal = max(r.arrival_ms for r in workload.requests)
     assert max(a for a in arrivals if a is not None) == last_nominal / AZURE_SPEEDUP
-
-
-def _capped_weka(shared_data: Path) -> Workload:
-    """The whole WEKA corpus with every prompt cut to its first 4,096 tokens (its first 64
-    content ids, so shared prefixes stay shared) and every output to 16 tokens."""
-    workload = read_weka(shared_data / WEKA)
-
-    def cap(request: Request) -> Request:
-        prompt = min(request.input_length, WEKA_INPUT_CAP)
-        return attrs.evolve(
-            request,
-            input_length=prompt,
-            hash_ids=request.hash_ids[: -(-prompt // request.block_size)],
-            output_length=min(request.output_length, WEKA_OUTPUT_CAP),
-        )
-
-    return attrs.evolve(workload, requests=tuple(cap(r) for r in workload.requests))
-
-
-def test_all_498_weka_conversations_replay_with_their_subagents(shared_data: Path) -> None:
-    """All 498 WEKA plays — 34,085 calls, the 50 subagents' 521 included — through 64 lanes.
-
-    Every call keeps its play, conversation, dependencies (spawn edges included), pacing
-    floor and leading content ids, but prompts are cut to 4,096 tokens and outputs to 16
-    tokens; the run takes about 21 s of CPU (time.process_time, 2-core machine under load).
-    The uncut corpus is too expensive for the suite, whatever the topology, because the
-    engines do Python work per prompt block and per pass:
-
-    - prompts: 34,085 calls re-send their conversation, 63.1 M content ids of 64 tokens in
-      all. Profiled (cProfile, 100 plays, 5,188 calls, engine blocks of 64), 63 s of CPU went
-      to ``engines/_keys.py`` ``BlockKeyer.known`` (18 s), ``engines/_kv.py`` ``allocate``
-      (16 s), ``release`` (13 s) and ``register`` (1.9 M calls) and ``engines/_core.py``
-      ``_lookup``; with engine blocks of 1,024 tokens the same run spends 18 s of 31 s in
-      ``engines/_keys.py`` ``block_content`` (700 k engine blocks, 26 µs each). Extrapolated,
-      the full prompts cost 100-170 s of CPU.
-    - outputs: 13.3 M output tokens; a conversation's calls run one after another, so at the
-      recorded pace engines decode tiny batches (40 plays on 8 engines: 1.05 M passes for
-      1.24 M tokens, ``engines/_core.py`` ``schedule`` + ``commit`` + ``_duration_ns`` +
-      ``FixedTiming.pass_time_ms`` about 30 µs per pass). Packing plays onto fewer engines
-      trades that for the same functions' per-entry work, about 4 µs per output token.
-
-    64 lanes, each taking the next play when its play ends, released at 100x the recorded
-    pace, on 4 engines of 8,192 blocks of 64 tokens; ``session_affinity`` keeps a
-    conversation on one engine so its prompts hit the prefix cache.
-    """
-    workload = _capped_weka(shared_data)
-    assert len(workload.plays) == 498
-    assert len(workload.requests) == 34_085
-    topology = Aggregated(
-        workers=WEKA_WORKERS,
-        engine=EngineConfig(num_blocks=8192, block_size=64, max_num_batched_tokens=16_384),
-        timing=FixedTiming(prefill_ms=50.0, decode_ms=10.0),
-    )
-    result = run(
-        workload,
-        topology=topology,
-        policy=SessionAffinity(),
-        seed=2026,
-        load=LoadMode(lanes=WEKA_LANES, speedup=WEKA_SPEEDUP),
-    )
-    _check_accounting(result, 34_085)
-    assert result.summary.status_counts["completed"] == 34_085
-    ids = {r.request_id for r in result.requests}
-    assert "weka_cc_traces_v8_shared:trace_0003#0/agent_001/0" in ids
-    assert sum(1 for i in ids if "/agent_" in i) == 521
-    plays = result.summary.plays
-    assert plays is not None
-    assert plays.plays == 498
-    assert dict(plays.outcome_counts) == {"completed": 498, "failed": 0, "incomplete": 0}
-    assert plays.trajectory_ms.count == 498
-    assert {o.lane for o in plays.outcomes} == set(range(WEKA_LANES))
-    assert result.summary.prefix_reuse_ratio is not None
-    assert result.summary.prefix_reuse_ratio > 0.9
 
 
 # -- the command line on small slices -----------------------------------------------------
