@@ -512,9 +512,10 @@ class EngineCore:
             return None
         e = self.block_size
         caching = self.caching
-        # A running request holds ceil(c / e) blocks and has its c // e full blocks keyed, so
-        # only a step from c with c % e in (0, e - 1) can start or fill a block; the exact
-        # conditions are then checked on those few.
+        # A running request holds at least ceil(c / e) blocks and, with caching, has at least
+        # its c // e full blocks keyed, so only a step from a c with c % e == 0 can need a
+        # block and only one with c % e == e - 1 can fill one; the exact conditions are then
+        # checked on those few.
         last = e - 1
         special = [
             r
@@ -529,10 +530,9 @@ class EngineCore:
             for r in special:
                 end = r.num_computed + 1
                 blocks = r.blocks
-                if end > len(blocks) * e:
-                    need = -(-end // e) - len(blocks)
-                    if not kv.allocate(blocks, _NO_HITS, need):
-                        raise InternalError(f"steady pass could not allocate for {r.rid!r}")
+                # a step past the last block starts exactly one more
+                if end > len(blocks) * e and not kv.allocate(blocks, _NO_HITS, 1):
+                    raise InternalError(f"steady pass could not allocate for {r.rid!r}")
                 if caching and end // e > r.nkeyed:
                     self._cache_full(r, end)
         for r in running:
