@@ -351,11 +351,11 @@ def pd_workloads(draw: st.DrawFn) -> tuple[int, int, list[Request]]:
     return prefill_blocks, decode_blocks, requests
 
 
-@settings(max_examples=40, deadline=None)
-@given(workload=pd_workloads())
-def test_random_pd_flows_complete_and_release_every_block(
+def run_pd(
     workload: tuple[int, int, list[Request]],
-) -> None:
+) -> tuple[Journal, Engine, Engine]:
+    """Run a prefill engine and a decode engine over ``workload``, handing every request
+    over through a reservation and a 2 ms transfer; return the journal and both engines."""
     prefill_blocks, decode_blocks, requests = workload
     keyer, journal = BlockKeyer(), Journal()
     timing = FixedTiming(prefill_ms=5, decode_ms=1)
@@ -409,6 +409,16 @@ def test_random_pd_flows_complete_and_release_every_block(
         await asyncio.gather(*runs)
 
     simclock.run(main())
+    return journal, prefill, decode
+
+
+@settings(max_examples=40, deadline=None)
+@given(workload=pd_workloads())
+def test_random_pd_flows_complete_and_release_every_block(
+    workload: tuple[int, int, list[Request]],
+) -> None:
+    requests = workload[2]
+    journal, prefill, decode = run_pd(workload)
     for engine in (prefill, decode):
         snap = engine.snapshot()
         assert all(r == 0 for r in snap.ref_counts)

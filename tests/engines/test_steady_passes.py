@@ -6,6 +6,7 @@ transitions, block states and views, after every step."""
 from __future__ import annotations
 
 from typing import Any
+from unittest import mock
 
 import attrs
 from hypothesis import HealthCheck, given, settings
@@ -17,6 +18,7 @@ from loadgen import Request
 
 from .sim import req, simulate
 from .test_properties import scenarios
+from .test_roles import pd_workloads, run_pd
 
 
 class GeneralOnly(EngineCore):
@@ -141,3 +143,44 @@ def test_a_long_decode_run_takes_the_steady_path_across_block_boundaries() -> No
     )
     assert steady > 30  # most of the ~40 decode passes
     assert mixed >= 1  # b and c are admitted beside requests already decoding
+
+
+def _compare_pd(workload: tuple[int, int, list[Request]]) -> int:
+    """Run ``workload`` through a prefill and a decode engine with and without steady steps;
+    assert everything matches and return how many steady passes the decode engine ran."""
+    steady_on_decode = 0
+    original = EngineCore._steady_columns
+
+    def counting(self: EngineCore) -> tuple[list[int], list[int], list[int]] | None:
+        nonlocal steady_on_decode
+        columns = original(self)
+        steady_on_decode += columns is not None and self.role == "decode"
+        return columns
+
+    with mock.patch.object(EngineCore, "_steady_columns", counting):
+        journal, _, decode = run_pd(workload)
+    with mock.patch.object(EngineCore, "_steady_columns", lambda self: None):
+        general_journal, _, general_decode = run_pd(workload)
+    assert journal.events == general_journal.events
+    assert {rid: attrs.asdict(t) for rid, t in journal.traces.items()} == {
+        rid: attrs.asdict(t) for rid, t in general_journal.traces.items()
+    }
+    assert decode.snapshot() == general_decode.snapshot()
+    return steady_on_decode
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(workload=pd_workloads())
+def test_steady_passes_match_on_a_decode_role_engine(
+    workload: tuple[int, int, list[Request]],
+) -> None:
+    """Activated requests enter with their prompt KV resident; their steps must match too."""
+    _compare_pd(workload)
+
+
+def test_a_decode_role_engine_takes_steady_steps() -> None:
+    requests = [
+        req("a", 9, 30, hash_ids=[1, 2], trace_block=8),
+        req("b", 12, 25, hash_ids=[1, 3], trace_block=8, arrival_ms=4),
+    ]
+    assert _compare_pd((30, 30, requests)) > 20
