@@ -257,7 +257,11 @@ class Deadline:
     __slots__ = ("_future", "_loop", "_timer", "rank", "waiter")
 
     def __init__(self, *, waiter: str, rank: int) -> None:
-        if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank <= MAX_DEADLINE_RANK:
+        if (
+            isinstance(rank, bool)
+            or not isinstance(rank, int)
+            or not 0 <= rank <= MAX_DEADLINE_RANK
+        ):
             raise ValueError(f"rank must be an int in [0, {MAX_DEADLINE_RANK}], got {rank!r}")
         self._loop = _virtual_loop("Deadline")
         self.waiter = waiter

@@ -19,7 +19,8 @@ Scheduling, one iteration at a time:
 Sequence numbers come from one counter per loop, so equal-time timers fire in the order
 they were scheduled, with one exception: an engine deadline (:class:`simclock.Deadline`)
 sorts before every other timer due at the same instant, lowest rank first, so every engine
-pass that ends at an instant commits before anything else runs then, in engine order. Nothing on this path depends on ``id()``, ``hash()`` or set order.
+pass that ends at an instant commits before anything else runs then, in engine order.
+Nothing on this path depends on ``id()``, ``hash()`` or set order.
 """
 
 from __future__ import annotations
