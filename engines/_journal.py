@@ -314,6 +314,20 @@ class Journal:
     _filtered: bool = attrs.field(default=False, init=False, repr=False)
     _watch_all: bool = attrs.field(default=False, init=False, repr=False)
     _watched: frozenset[str] = attrs.field(default=frozenset(), init=False, repr=False)
+    _syncers: list[Callable[[], object]] = attrs.field(factory=list, init=False, repr=False)
+
+    def add_syncer(self, callback: Callable[[], object]) -> None:
+        """Register ``callback``, called by :meth:`sync` (engines that step lazily)."""
+        self._syncers.append(callback)
+
+    def sync(self) -> None:
+        """Bring every trace up to the current instant.
+
+        Macro-stepping engines apply the passes they jump over lazily; a reader of
+        :attr:`traces` in the middle of a run calls this first.
+        """
+        for callback in self._syncers:
+            callback()
 
     def subscribe(self, callback: Subscriber, *, kinds: Iterable[EventKind] | None = None) -> None:
         """Call ``callback(event)`` for every event recorded from now on.

@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._exceptions import EngineError
-from ._pass import PassShape
+from ._pass import DecodeRun, PassShape
 
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
@@ -240,6 +240,17 @@ class FixedTiming:
                 (shape.samples & (shape.output_before >= 1)).any()
             )
         return float(self.prefill_ms) * has_prefill + float(self.decode_ms) * has_decode
+
+    def decode_run_ms(self, run: DecodeRun) -> npt.NDArray[np.float64]:
+        """Durations of every pass of a run of decode steps (see :meth:`pass_time_ms`)."""
+        if run.role != "decode" and bool(
+            (run.computed < run.prompt_length).any() or (run.output_before < 1).any()
+        ):
+            return np.array([self.pass_time_ms(run.shape(i)) for i in range(run.passes)])
+        # no entry touches a prompt position; every pass samples for entries that had sampled
+        has_decode = run.role != "prefill"
+        value = float(self.prefill_ms) * False + float(self.decode_ms) * has_decode
+        return np.full(run.passes, value, dtype=np.float64)
 
     def _small_pass_ms(
         self,

@@ -133,7 +133,6 @@ def summary_json(result: ReplayResult) -> dict[str, object]:
             "requests": s.requests,
         },
         "virtual_duration_ms": meta.virtual_duration_ms,
-        "events_processed": meta.events_processed,
         "status_counts": dict(s.status_counts),
         "metrics": _vllm_metrics(s),
         "distributions": {name: getattr(s, name).as_dict() for name in _DISTRIBUTIONS},
