@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from operator import itemgetter, not_
 from typing import Literal
 
 import attrs
@@ -688,6 +689,11 @@ class Engine:
             return
         published = self._published
         subscribers = self._kv_subscribers
+        if not subscribers and True not in map(not_, map(itemgetter(0), transitions)):
+            # only keys stored, nobody to tell: one bulk update
+            published.update(dict.fromkeys(map(itemgetter(1), transitions)))
+            transitions.clear()
+            return
         run_kind: bool | None = None
         run: list[int] = []
         for stored, key in transitions:

@@ -8,12 +8,16 @@ tail, allocation takes the head, so cached blocks are evicted least recently rel
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable
 from itertools import repeat
 
 from simclock import InternalError
 
 __all__ = ("KVCache",)
+
+_consume = deque(maxlen=0).extend
+"""Run an iterator to its end (a C-level loop for bulk list updates)."""
 
 NO_KEY = 0
 
@@ -254,6 +258,26 @@ class KVCache:
         prv = self._prev
         tail = self._tail
         touched = self.touched
+        count = len(blocks)
+        if count > 1 and max(blocks) < touched:
+            refs = list(map(ref.__getitem__, blocks))
+            if refs.count(1) == count:
+                # every block is freed: link them in reverse order in bulk
+                order = blocks[::-1]
+                _consume(map(ref.__setitem__, blocks, repeat(0)))
+                first = order[0]
+                if tail == -1:
+                    self._head = first
+                else:
+                    nxt[tail] = first
+                prv[first] = tail
+                _consume(map(nxt.__setitem__, order[:-1], order[1:]))
+                _consume(map(prv.__setitem__, order[1:], order[:-1]))
+                last = order[-1]
+                nxt[last] = -1
+                self._tail = last
+                self.free_count += count
+                return
         freed = 0
         try:
             for b in reversed(blocks):
