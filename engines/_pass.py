@@ -125,6 +125,15 @@ class DecodeRun:
         sizes: IntArray = counts[::-1].cumsum()[::-1][1:]
         return sizes
 
+    def live_sums(self, values: IntArray) -> IntArray:
+        """Per pass, the sum of ``values`` (one per entry) over the entries in that pass."""
+        span = np.minimum(self.remaining, self.passes)
+        leaving = np.zeros(self.passes + 1, dtype=np.int64)
+        np.add.at(leaving, span, values.astype(np.int64))
+        left: IntArray = np.cumsum(leaving)[: self.passes]
+        total = int(values.sum())
+        return total - left
+
     def columns(self) -> tuple[IntArray, IntArray, IntArray, IntArray, IntArray]:
         """Every pass's entries in one ragged layout.
 
