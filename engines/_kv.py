@@ -9,14 +9,14 @@ tail, allocation takes the head, so cached blocks are evicted least recently rel
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from itertools import repeat
 
 from simclock import InternalError
 
 __all__ = ("KVCache",)
 
-_consume = deque(maxlen=0).extend
+_consume: Callable[[Iterable[object]], None] = deque(maxlen=0).extend
 """Run an iterator to its end (a C-level loop for bulk list updates)."""
 
 NO_KEY = 0
