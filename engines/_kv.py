@@ -16,7 +16,8 @@ from simclock import InternalError
 
 __all__ = ("KVCache",)
 
-_consume: Callable[[Iterable[object]], None] = deque(maxlen=0).extend
+_sink: deque[object] = deque(maxlen=0)
+_consume: Callable[[Iterable[object]], None] = _sink.extend
 """Run an iterator to its end (a C-level loop for bulk list updates)."""
 
 NO_KEY = 0
