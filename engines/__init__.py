@@ -42,6 +42,7 @@ from ._timing import TimingConfigError as TimingConfigError
 from ._timing import fit_linear as fit_linear
 from ._timing_roofline import RooflineTiming as RooflineTiming
 from ._timing_table import TableTiming as TableTiming
+from ._tokentimes import TokenTimes as TokenTimes
 from ._tokenizer import Tokenization as Tokenization
 from ._tokenizer import TokenizerPool as TokenizerPool
 from ._tokenizer import TokenizerStage as TokenizerStage
@@ -83,6 +84,7 @@ __all__ = (
     "Tentative",
     "TimingConfigError",
     "TimingModel",
+    "TokenTimes",
     "Tokenization",
     "TokenizerPool",
     "TokenizerStage",

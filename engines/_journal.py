@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable
 
 import attrs
 
+from ._tokentimes import TokenTimes
+
 __all__ = ("Admission", "EventKind", "Journal", "LifecycleEvent", "RequestTrace")
 
 
@@ -109,7 +111,7 @@ class RequestTrace:
     engine: int | None = None
     first_admit_ns: int | None = None
     admissions: list[Admission] = attrs.Factory(list)
-    token_times_ns: list[int] = attrs.Factory(list)
+    token_times_ns: TokenTimes = attrs.Factory(TokenTimes)
     num_preemptions: int = 0
     reused_input_tokens: int | None = None
     terminal_ns: int | None = None

@@ -34,6 +34,7 @@ import numpy as np
 from simclock import InternalError
 
 from ._pass import DecodeRun, decode_run_times_ms
+from ._tokentimes import arithmetic_runs
 
 if TYPE_CHECKING:
     from ._core import EngineCore, Seq
@@ -346,12 +347,12 @@ class MacroRun:
         """Commit passes ``committed .. stop - 1``, in none of which a request finishes."""
         first = self.committed
         count = stop - first
-        times = self.ends[first:stop]
+        runs = arithmetic_runs(self.ends[first:stop])
         seqs = self._seqs
         out0 = self._out0
         for j in self._batch:
             s = seqs[j]
-            s.times.extend(times)
+            s.times.extend_runs(runs)
             s.num_output = out0[j] + stop
             s.dec -= count
         core = self._core
