@@ -42,10 +42,10 @@ from ._timing import TimingConfigError as TimingConfigError
 from ._timing import fit_linear as fit_linear
 from ._timing_roofline import RooflineTiming as RooflineTiming
 from ._timing_table import TableTiming as TableTiming
-from ._tokentimes import TokenTimes as TokenTimes
 from ._tokenizer import Tokenization as Tokenization
 from ._tokenizer import TokenizerPool as TokenizerPool
 from ._tokenizer import TokenizerStage as TokenizerStage
+from ._tokentimes import TokenTimes as TokenTimes
 
 __all__ = (
     "DEFAULT_CONTEXT_LENGTH",
