@@ -12,6 +12,8 @@ prefix and is collision-free.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from itertools import repeat
+from operator import and_, lshift, or_
 
 import attrs
 import numpy as np
@@ -102,8 +104,10 @@ def prompt_contents(
         if per_id == 1:
             same: list[Content] = list(ids)
             return same
-        repeated: list[Content] = [cid for cid in ids for _ in range(per_id)]
-        return repeated[:full]
+        repeated: list[Content] = np.repeat(np.asarray(ids, dtype=np.int64), per_id)[
+            :full
+        ].tolist()
+        return repeated
     return [
         block_content(hash_ids, trace_block_size, prompt_length, "", k, block_size)
         for k in range(full)
@@ -165,17 +169,37 @@ class BlockKeyer:
         table = self._keys
         parent = keys[-1] if keys else ROOT_KEY
         append = keys.append
-        for j in range(len(keys), stop):
+        j = len(keys)
+        while j < stop:
             content = contents[j]
             pair = (
                 (parent << 64) | (content & _MASK64) if type(content) is int else (parent, content)
             )
             key = table.get(pair)
             if key is None:
-                key = len(table) + 1
-                table[pair] = key
+                break
             append(key)
             parent = key
+            j += 1
+        if j >= stop:
+            return
+        # From the first key never interned on, every key is new: a new key has never been
+        # anyone's parent. So they are the next ``stop - j`` numbers, interned in one step.
+        first = len(table) + 1
+        fresh = range(first, first + stop - j)
+        part = contents[j:stop]
+        parents = [parent, *fresh[:-1]]
+        if all(type(c) is int for c in part):
+            pairs: list[int | tuple[int, Content]] = list(
+                map(or_, map(lshift, parents, repeat(64)), map(and_, part, repeat(_MASK64)))
+            )
+        else:
+            pairs = [
+                (p << 64) | (c & _MASK64) if type(c) is int else (p, c)
+                for p, c in zip(parents, part, strict=True)
+            ]
+        table.update(zip(pairs, fresh, strict=True))
+        keys.extend(fresh)
 
     def known(self, keys: list[int], contents: Sequence[Content], stop: int) -> None:
         """Append the keys of blocks ``len(keys) ..`` while they were interned before.

@@ -76,6 +76,7 @@ class MacroRun:
         "_out0",
         "_publish",
         "_seqs",
+        "_step",
         "committed",
         "ends",
         "passes",
@@ -104,6 +105,7 @@ class MacroRun:
         self.starts = starts
         self.ends = ends
         self._busy = busy
+        self._step: int | None = None
         self._events = events
         self._next_event = 0
         self._finishes = finishes
@@ -198,6 +200,7 @@ class MacroRun:
         if events and events[-1][0] >= passes:
             del events[bisect_left(events, (passes, -1)) :]
         finishes = sorted({d - 1 for d in remaining if d <= passes})
+        uniform = bool((durations == durations[0]).all())
         plan = cls(
             core,
             publish,
@@ -208,6 +211,8 @@ class MacroRun:
             events,
             finishes,
         )
+        if uniform:
+            plan._step = busy[0]
         plan._schedule(1)
         return plan
 
@@ -347,7 +352,10 @@ class MacroRun:
         """Commit passes ``committed .. stop - 1``, in none of which a request finishes."""
         first = self.committed
         count = stop - first
-        runs = arithmetic_runs(self.ends[first:stop])
+        if self._step is not None:  # every pass of the run takes the same time
+            runs = [(self.ends[first], self._step if count > 1 else 0, count)]
+        else:
+            runs = arithmetic_runs(self.ends[first:stop])
         seqs = self._seqs
         out0 = self._out0
         for j in self._batch:
