@@ -27,6 +27,7 @@ import math
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable
 from itertools import accumulate
+from operator import add, sub
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -130,19 +131,31 @@ class MacroRun:
         if not k or k > core._max_tokens:
             return None
         e = core.block_size
+        # the cheap checks first, with list operations: an engine in the middle of a prompt
+        # asks at every pass
         out0 = [r.num_output for r in running]
-        if 0 in out0:
+        if 0 in out0 or [r.pf for r in running].count(0) != k:
             return None
         c0 = [r.num_computed for r in running]
         prompts = [r.prompt for r in running]
+        if list(map(sub, map(add, prompts, out0), c0)).count(1) != k:
+            return None
         remaining = [r.target - r.num_output for r in running]
-        horizon = 0
-        for j, r in enumerate(running):
-            if r.pf or c0[j] != prompts[j] + out0[j] - 1 or len(r.blocks) * e < c0[j]:
-                return None
-            if remaining[j] > horizon:
-                horizon = remaining[j]
+        horizon = max(remaining)
         if horizon < MIN_RUN_PASSES:
+            return None
+        # Blocks the first MIN_RUN_PASSES passes start: when the free queue cannot cover them
+        # no run is possible, and when it can, the run is at least that long (so the costly
+        # listing below is only done for a run that will be taken).
+        starting = 0
+        for j, r in enumerate(running):
+            first = len(r.blocks) * e - c0[j]
+            if first < 0:
+                return None
+            span = min(MIN_RUN_PASSES, remaining[j])
+            if first < span:
+                starting += -(-(span - first) // e)
+        if starting > core.kv.free_count:
             return None
         caching = core.caching
         # the steps that start a block (allocation) or fill one (keying), in pass order
