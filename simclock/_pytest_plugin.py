@@ -266,6 +266,7 @@ class SimclockPlugin:
         self.options: dict[str, ClockOptions] = {}
         self._current: ClockOptions | None = None
         self._stacks: dict[str, contextlib.ExitStack] = {}
+        self._replays: list[str] = []
 
     # ------------------------------------------------------------------ loops
 
@@ -425,6 +426,20 @@ class SimclockPlugin:
                 )
             )
         return report
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        # Runs where reports are gathered (the xdist controller too), so the summary
+        # lists the failing seeds of every worker.
+        if report.failed:
+            for title, text in report.sections:
+                if title == "simclock":
+                    self._replays.append(text.splitlines()[1].strip())
+
+    def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        if self._replays:
+            terminalreporter.section("simclock: failing schedule seeds")
+            for command in sorted(self._replays):
+                terminalreporter.write_line(command)
 
     def pytest_keyboard_interrupt(self, excinfo: pytest.ExceptionInfo[BaseException]) -> None:
         notes = [

@@ -39,6 +39,7 @@ _REAL_PERF_COUNTER = _time.perf_counter
 _REAL_PERF_COUNTER_NS = _time.perf_counter_ns
 _REAL_SLEEP = _time.sleep
 _REAL_DATETIME = _datetime.datetime
+_REAL_CREATE_CONNECTION = socket.create_connection
 _REAL_CONNECT = socket.socket.connect
 _REAL_CONNECT_EX = socket.socket.connect_ex
 _REAL_POPEN_INIT = subprocess.Popen.__init__
@@ -151,6 +152,12 @@ def _refuse_in_run(name: str, real: Callable[..., Any]) -> Callable[..., Any]:
 
 
 _IO_PATCHES: tuple[tuple[Any, str, Any], ...] = (
+    # create_connection first, so no socket is made (and leaked) before the refusal
+    (
+        socket,
+        "create_connection",
+        _refuse_in_run("socket.create_connection", _REAL_CREATE_CONNECTION),
+    ),
     (socket.socket, "connect", _refuse_in_run("socket.socket.connect", _REAL_CONNECT)),
     (socket.socket, "connect_ex", _refuse_in_run("socket.socket.connect_ex", _REAL_CONNECT_EX)),
     (subprocess.Popen, "__init__", _refuse_in_run("subprocess.Popen", _REAL_POPEN_INIT)),
@@ -191,8 +198,8 @@ def refuse_blocking_io() -> contextlib.AbstractContextManager[None]:
     """Refuse blocking real I/O made from inside virtual runs, in a block (strict mode).
 
     Inside the block, while a :class:`VirtualEventLoop` runs in the calling thread,
-    ``socket.socket.connect``/``connect_ex`` (so ``socket.create_connection`` and the
-    clients built on it), ``subprocess.Popen`` (so ``subprocess.run``) and ``os.system``
+    ``socket.create_connection`` (and the clients built on it: ``http.client``, ``urllib``),
+    ``socket.socket.connect``/``connect_ex``, ``subprocess.Popen`` (so ``subprocess.run``) and ``os.system``
     raise :class:`BlockingCallError` naming the caller. Elsewhere they work as usual.
 
     Returns:
