@@ -199,8 +199,9 @@ def refuse_blocking_io() -> contextlib.AbstractContextManager[None]:
 
     Inside the block, while a :class:`VirtualEventLoop` runs in the calling thread,
     ``socket.create_connection`` (and the clients built on it: ``http.client``, ``urllib``),
-    ``socket.socket.connect``/``connect_ex``, ``subprocess.Popen`` (so ``subprocess.run``) and ``os.system``
-    raise :class:`BlockingCallError` naming the caller. Elsewhere they work as usual.
+    ``socket.socket.connect``/``connect_ex``, ``subprocess.Popen`` (so ``subprocess.run``)
+    and ``os.system`` raise :class:`BlockingCallError` naming the caller. Elsewhere they
+    work as usual.
 
     Returns:
         A context manager.

@@ -20,8 +20,9 @@ async def _deadlock_behind_a_heartbeat() -> None:
         while True:
             await asyncio.sleep(5)
 
-    asyncio.create_task(heartbeat(), name="heartbeat")
+    beating = asyncio.create_task(heartbeat(), name="heartbeat")
     await asyncio.Event().wait()
+    beating.cancel()
 
 
 def test_run_end_s_fails_a_deadlock_hidden_behind_a_heartbeat_with_the_task_list() -> None:
