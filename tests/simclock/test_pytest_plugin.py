@@ -460,3 +460,99 @@ def test_interrupting_a_marked_test_prints_the_virtual_time(project: pytest.Pyte
             "  'Task-*' waits in test_long_wait -> sleep",
         ]
     )
+
+
+def test_an_explicit_loop_factories_choice_wins_over_the_marker(project: pytest.Pytester) -> None:
+    _write(
+        project,
+        "test_explicit",
+        """
+        import asyncio
+
+        import pytest
+
+        import simclock
+
+
+        @pytest.mark.simclock
+        @pytest.mark.asyncio(loop_factories=["asyncio"])
+        async def test_asks_for_stock_asyncio():
+            assert not isinstance(asyncio.get_running_loop(), simclock.VirtualEventLoop)
+
+
+        @pytest.mark.simclock(start_s=3)
+        @pytest.mark.asyncio(loop_factories=["simclock"])
+        async def test_asks_for_simclock_by_name(virtual_clock):
+            virtual_clock.assert_now(s=3)
+        """,
+    )
+    project.runpytest().assert_outcomes(passed=2)
+
+
+def test_anyio_tests_need_the_asyncio_backend(project: pytest.Pytester) -> None:
+    _write(
+        project,
+        "test_backend",
+        """
+        import pytest
+
+
+        @pytest.fixture
+        def anyio_backend():
+            return "trio"
+
+
+        @pytest.mark.simclock
+        @pytest.mark.anyio
+        async def test_on_trio():
+            pass
+        """,
+    )
+    result = project.runpytest()
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "E * simclock runs anyio tests on the asyncio backend, but this test's "
+            "anyio_backend is 'trio'; give it an anyio_backend fixture returning 'asyncio'"
+        ]
+    )
+
+
+def test_an_anyio_runner_held_by_a_wider_fixture_is_reported(project: pytest.Pytester) -> None:
+    _write(
+        project,
+        "test_wide",
+        """
+        import pytest
+
+
+        @pytest.fixture(scope="module")
+        def anyio_backend():
+            return "asyncio"
+
+
+        @pytest.fixture(scope="module")
+        async def shared():
+            yield "shared"
+
+
+        @pytest.mark.anyio
+        async def test_first(shared):
+            pass
+
+
+        @pytest.mark.simclock
+        @pytest.mark.anyio
+        async def test_second(shared):
+            pass
+        """,
+    )
+    result = project.runpytest()
+    result.assert_outcomes(passed=1, errors=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*simclock: an anyio test runner made for a wider-scoped async fixture is still "
+            "open, so this test cannot get a virtual loop; give the async fixtures it uses "
+            "function scope"
+        ]
+    )
