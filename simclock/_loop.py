@@ -44,6 +44,7 @@ from typing import Any, TypeVar, TypeVarTuple
 
 import numpy as np
 
+from ._diagnostics import interrupt_note, thread_notes, time_limit_error
 from ._exceptions import (
     ClockConfigError,
     ClockRangeError,
@@ -965,53 +966,16 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         )
 
     def _thread_notes(self, blocked: tuple[str, ...]) -> str:
-        """Lines that explain a wait on a real thread, for deadlock and time-limit errors."""
-        notes = ""
-        if any("run_sync_in_worker_thread" in line for line in blocked):
-            notes += (
-                "\n  anyio.to_thread.run_sync() hands its function to a real worker thread, "
-                "which the virtual clock never waits for: call the function directly, or use "
-                "asyncio.to_thread() or loop.run_in_executor(), which run it inline"
-            )
-        for refusal in self._thread_refusals[:3]:
-            notes += f"\n  refused: {refusal} (real threads cannot call into a virtual loop)"
-        return notes
+        return thread_notes(blocked, self._thread_refusals)
 
     def _time_limit_error(self, next_ns: int) -> VirtualTimeLimitError:
-        tasks = self._unfinished_tasks()
-        blocked = tuple(f"{t.get_name()!r} waits in {describe_task_wait(t)}" for t in tasks)
-        end = self._end_ns
-        where = "the end of the clock's range" if end == MAX_TIME_NS else f"end_ns={end}"
-        head = (
-            f"virtual time limit: the clock would jump from {self._now_ns} ns to the next "
-            f"event at {next_ns} ns, past {where} ({end / _NS_PER_S:g} s)"
-        )
-        if tasks:
-            noun = "task is" if len(tasks) == 1 else "tasks are"
-            message = f"{head}; {len(tasks)} {noun} unfinished:\n" + "\n".join(
-                f"  {line}" for line in blocked
-            )
-        else:
-            message = f"{head}; no task is unfinished"
-        return VirtualTimeLimitError(
-            message + self._thread_notes(blocked),
-            now_ns=self._now_ns,
-            end_ns=end,
-            next_ns=next_ns,
-            blocked=blocked,
+        return time_limit_error(
+            self._unfinished_tasks(), self._now_ns, self._end_ns, next_ns, self._thread_refusals
         )
 
     def _report_interrupt(self, exc: KeyboardInterrupt) -> None:
         """Say where the virtual run was when it was interrupted (a note, and stderr)."""
-        tasks = self._unfinished_tasks()
-        lines = [
-            f"simclock: interrupted at virtual time {self._now_ns} ns "
-            f"({self._now_ns / _NS_PER_S:.9f} s), {len(tasks)} unfinished "
-            + ("task" if len(tasks) == 1 else "tasks")
-            + (":" if tasks else "")
-        ]
-        lines += [f"  {t.get_name()!r} waits in {describe_task_wait(t)}" for t in tasks]
-        note = "\n".join(lines)
+        note = interrupt_note(self._unfinished_tasks(), self._now_ns)
         if note not in getattr(exc, "__notes__", ()):
             exc.add_note(note)
             if self._report_interrupt_to_stderr:
