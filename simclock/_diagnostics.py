@@ -12,7 +12,6 @@ from ._inspect import describe_task_wait
 __all__ = ("interrupt_note", "thread_notes", "time_limit_error")
 
 _NS_PER_S = 1_000_000_000
-_MAX_TIME_NS = 2**63 - 1
 
 
 def _task_lines(tasks: Sequence[asyncio.Task[Any]]) -> tuple[str, ...]:
@@ -39,10 +38,15 @@ def time_limit_error(
     end_ns: int,
     next_ns: int,
     refusals: Sequence[str],
+    *,
+    range_end: bool,
 ) -> VirtualTimeLimitError:
-    """The error of a clock that would jump from ``now_ns`` to ``next_ns``, past ``end_ns``."""
+    """The error of a clock that would jump from ``now_ns`` to ``next_ns``, past ``end_ns``.
+
+    ``range_end`` says that ``end_ns`` is the end of the clock's range, not a chosen end.
+    """
     blocked = _task_lines(tasks)
-    where = "the end of the clock's range" if end_ns == _MAX_TIME_NS else f"end_ns={end_ns}"
+    where = "the end of the clock's range" if range_end else f"end_ns={end_ns}"
     head = (
         f"virtual time limit: the clock would jump from {now_ns} ns to the next "
         f"event at {next_ns} ns, past {where} ({end_ns / _NS_PER_S:g} s)"

@@ -970,7 +970,12 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
 
     def _time_limit_error(self, next_ns: int) -> VirtualTimeLimitError:
         return time_limit_error(
-            self._unfinished_tasks(), self._now_ns, self._end_ns, next_ns, self._thread_refusals
+            self._unfinished_tasks(),
+            self._now_ns,
+            self._end_ns,
+            next_ns,
+            self._thread_refusals,
+            range_end=self._end_ns == MAX_TIME_NS,
         )
 
     def _report_interrupt(self, exc: KeyboardInterrupt) -> None:

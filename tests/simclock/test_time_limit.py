@@ -135,3 +135,18 @@ def test_ctrl_c_in_a_run_prints_the_virtual_time_before_the_traceback() -> None:
     ]
     assert "KeyboardInterrupt" in lines
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_an_asyncio_timer_scheduled_near_the_end_of_the_range_stops_at_the_range() -> None:
+    async def main() -> None:
+        await asyncio.sleep(5)
+
+    start = simclock.MAX_TIME_NS - 10**9
+    with pytest.raises(simclock.VirtualTimeLimitError) as caught:
+        simclock.run(main(), start_ns=start)
+    first = str(caught.value).splitlines()[0]
+    assert first == (
+        f"virtual time limit: the clock would jump from {start} ns to the next event at "
+        f"{start + 5 * 10**9} ns, past the end of the clock's range (9.22337e+09 s); "
+        "1 task is unfinished:"
+    )
