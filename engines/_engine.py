@@ -560,12 +560,12 @@ class Engine:
         index = self.index
         waiter = f"engine[{index}]"
         instant_end = simclock.instant_end
-        sleep_until_ns = simclock.sleep_until_ns
-        deadline = simclock.WakeupKind.ENGINE_DEADLINE
         clock = asyncio.get_running_loop()
         if not isinstance(clock, simclock.VirtualEventLoop):
             simclock.now_ns()  # raises NotVirtualLoopError, naming the loop that runs
             raise EngineError(f"engine {index} needs a simclock.VirtualEventLoop")
+        deadline = simclock.Deadline(waiter=waiter, rank=index)
+        wait_until = deadline.wait_until
         # After a commit, when nothing else can run at this instant (no ready callback, no due
         # timer, no other instant-end waiter), waiting for the instant's end would resume at
         # once with nothing run in between: the pass starts straight away instead.
@@ -593,7 +593,7 @@ class Engine:
             self._pass = plan
             end = plan.end_ns
             if end > now:
-                await sleep_until_ns(end, waiter=waiter, kind=deadline)
+                await wait_until(end)
             # else: a zero-duration pass commits at once, at the same instant
             core.commit(plan)
             self._pass = None

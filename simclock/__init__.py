@@ -6,6 +6,7 @@ build the serving simulator on top of it.
 
 from __future__ import annotations
 
+from ._clock import Deadline as Deadline
 from ._clock import instant_end as instant_end
 from ._clock import now_ns as now_ns
 from ._clock import sleep as sleep
@@ -53,6 +54,7 @@ __all__ = (
     "BlockingCallError",
     "ClockConfigError",
     "ClockRangeError",
+    "Deadline",
     "DeadlockError",
     "InstantEndWaiter",
     "InternalError",

@@ -14,9 +14,10 @@ import math
 
 from ._exceptions import NonFiniteWakeupError, NotVirtualLoopError
 from ._inspect import WakeupKind
-from ._loop import MAX_TIME_NS, VirtualEventLoop, delay_to_ns
+from ._loop import MAX_DEADLINE_RANK, MAX_TIME_NS, VirtualEventLoop, _Timer, delay_to_ns
 
 __all__ = (
+    "Deadline",
     "instant_end",
     "now_ns",
     "sleep",
@@ -243,3 +244,90 @@ async def instant_end(*, priority: int = 0, waiter: str) -> None:
     if isinstance(priority, bool) or not isinstance(priority, int):
         raise TypeError(f"priority must be an int, got {type(priority).__name__}")
     await loop._instant_end_wait(priority, waiter)
+
+
+class Deadline:
+    """A movable engine deadline on the running :class:`VirtualEventLoop`.
+
+    An engine waits for the end of its pass (or of a run of passes) with :meth:`wait_until`;
+    while it waits, :meth:`move` brings the wakeup earlier or later (for instance to the
+    instant at which an input splits a run of passes). Deadlines due at one instant fire
+    before every other timer due then, lowest ``rank`` first, so every pass that ends at an
+    instant commits before anything else runs at that instant, in engine order.
+
+    States: *idle*, or *armed* at one instant while :meth:`wait_until` waits.
+
+    Args:
+        waiter: who waits (shown in snapshots and errors).
+        rank: the order among deadlines due at one instant (engines pass their index),
+            ``0 <= rank <= 2**20 - 1``.
+
+    Raises:
+        NotVirtualLoopError: no :class:`VirtualEventLoop` is running.
+        ValueError: ``rank`` is out of range.
+    """
+
+    __slots__ = ("_future", "_loop", "_timer", "rank", "waiter")
+
+    def __init__(self, *, waiter: str, rank: int) -> None:
+        if (
+            isinstance(rank, bool)
+            or not isinstance(rank, int)
+            or not 0 <= rank <= MAX_DEADLINE_RANK
+        ):
+            raise ValueError(f"rank must be an int in [0, {MAX_DEADLINE_RANK}], got {rank!r}")
+        self._loop = _virtual_loop("Deadline")
+        self.waiter = waiter
+        self.rank = rank
+        self._future: asyncio.Future[None] | None = None
+        self._timer: _Timer | None = None
+
+    @property
+    def armed_ns(self) -> int | None:
+        """The instant the deadline is armed for, or ``None`` when idle."""
+        timer = self._timer
+        return None if timer is None else timer._when_ns
+
+    async def wait_until(self, when_ns: int) -> None:
+        """Wait until ``when_ns`` (or the instant :meth:`move` sets meanwhile).
+
+        Raises:
+            StaleWakeupError: ``when_ns`` is earlier than now.
+            StalledWaiterError: the waiter asked for the current instant too many times.
+            ClockRangeError: ``when_ns`` is past :data:`simclock.MAX_TIME_NS`.
+        """
+        loop = self._loop
+        if when_ns <= loop._now_ns:
+            loop._check_wakeup(when_ns, self.waiter, when_ns, f"{when_ns} ns")
+        elif when_ns > _MAX:
+            loop._refuse_out_of_range(when_ns, self.waiter, when_ns, f"{when_ns} ns")
+        future: asyncio.Future[None] = _Future(loop=loop)
+        self._future = future
+        self._timer = loop._deadline_timer(when_ns, future, self.waiter, self.rank)
+        try:
+            await future
+        finally:
+            timer = self._timer
+            if timer is not None and not future.done():
+                timer.cancel()
+            self._timer = None
+            self._future = None
+
+    def move(self, when_ns: int) -> None:
+        """Re-arm the pending wait for ``when_ns`` (no effect when idle).
+
+        Raises:
+            StaleWakeupError: ``when_ns`` is earlier than now.
+            ClockRangeError: ``when_ns`` is past :data:`simclock.MAX_TIME_NS`.
+        """
+        future = self._future
+        timer = self._timer
+        if future is None or timer is None or future.done() or timer._when_ns == when_ns:
+            return
+        loop = self._loop
+        if when_ns < loop._now_ns:
+            loop._check_wakeup(when_ns, self.waiter, when_ns, f"{when_ns} ns")
+        elif when_ns > _MAX:
+            loop._refuse_out_of_range(when_ns, self.waiter, when_ns, f"{when_ns} ns")
+        timer.cancel()
+        self._timer = loop._deadline_timer(when_ns, future, self.waiter, self.rank)

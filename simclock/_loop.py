@@ -17,7 +17,10 @@ Scheduling, one iteration at a time:
 5. when there is no pending timer either, the run has deadlocked: :class:`DeadlockError`.
 
 Sequence numbers come from one counter per loop, so equal-time timers fire in the order
-they were scheduled. Nothing on this path depends on ``id()``, ``hash()`` or set order.
+they were scheduled, with one exception: an engine deadline (:class:`simclock.Deadline`)
+sorts before every other timer due at the same instant, lowest rank first, so every engine
+pass that ends at an instant commits before anything else runs then, in engine order.
+Nothing on this path depends on ``id()``, ``hash()`` or set order.
 
 A loop given a ``seed`` changes one thing, rule 2: each batch of ready callbacks runs in an
 order permuted by a generator seeded with it (callbacks woken by engine-deadline timers keep
@@ -95,6 +98,11 @@ _LIVELOCK_WINDOW = 1000
 
 _NS_PER_S = 1_000_000_000
 _INF = math.inf
+# Engine deadlines take sequence numbers below every ordinary one: this base, plus
+# rank * _RANK_SPAN, plus the loop's running counter (so keys stay unique).
+_DEADLINE_BASE = -(1 << 62)
+_RANK_SPAN = 1 << 40
+MAX_DEADLINE_RANK = (1 << 20) - 1
 _ROUND_STEPS_NS: tuple[int, ...] = tuple(10**k for k in range(9, 0, -1))
 
 
@@ -346,6 +354,7 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         self._cancelled_timers = 0
         self._sequence = itertools.count()
         self._instant_end: list[tuple[int, int, asyncio.Future[None], str]] = []
+        self._instant_end_level: int | None = None
         self._stall_counts: dict[str, int] = {}
         self._batch_left = 0
         self._instant_mark = 0
@@ -391,6 +400,7 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
             self._now_s = when_ns / _NS_PER_S
             self._clock_advances += 1
             self._instant_mark = self._events
+            self._instant_end_level = None
             if self._stall_counts:
                 self._stall_counts = {}
 
@@ -655,6 +665,35 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         heapq.heappush(self._timers, (when_ns, sequence, timer))
         return timer
 
+    def _deadline_timer(
+        self, when_ns: int, future: asyncio.Future[None], waiter: str, rank: int
+    ) -> _Timer:
+        """Schedule an engine deadline (``when_ns >= now``): it sorts before every ordinary
+        timer due at the same instant, lowest ``rank`` first."""
+        if self._closed:
+            raise RuntimeError("Event loop is closed")
+        sequence = _DEADLINE_BASE + rank * _RANK_SPAN + next(self._sequence) % _RANK_SPAN
+        timer = _Timer(
+            when_ns,
+            sequence,
+            _wake,
+            (future,),
+            self,
+            self._wakeup_context,
+            waiter,
+            WakeupKind.ENGINE_DEADLINE,
+        )
+        heapq.heappush(self._timers, (when_ns, sequence, timer))
+        return timer
+
+    def instant_end_level(self) -> int | None:
+        """The priority of the last :func:`simclock.instant_end` waiter released at the
+        current instant, or ``None`` when none has been released since the clock moved here.
+
+        Every waiter of a lower ``(priority, sequence)`` that was waiting then has resumed.
+        """
+        return self._instant_end_level
+
     def _instant_end_wait(self, priority: int, waiter: str) -> asyncio.Future[None]:
         future: asyncio.Future[None] = self.create_future()
         heapq.heappush(self._instant_end, (priority, next(self._sequence), future, waiter))
@@ -773,6 +812,7 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
                     self._now_s = now / _NS_PER_S
                     self._clock_advances += 1
                     self._instant_mark = self._events
+                    self._instant_end_level = None
                     if self._stall_counts:
                         self._stall_counts = {}
                     continue
@@ -805,10 +845,11 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         """
         waiting = self._instant_end
         while waiting:
-            future = heapq.heappop(waiting)[2]
+            priority, _, future, _ = heapq.heappop(waiting)
             if future.done():
                 continue
             future.set_result(None)
+            self._instant_end_level = priority
             self._instant_end_wakeups += 1
             return True
         timers = self._timers

@@ -131,3 +131,16 @@ def test_simclock_wakeups_past_the_clock_range_raise_naming_the_waiter() -> None
         "of the clock's range (2**63 - 1 ns, about 292 years); now is 1000000000000000005 ns"
     )
     assert caught.value.waiter == "sleeper"
+
+
+def test_an_engine_deadline_past_the_clock_range_raises_naming_the_engine() -> None:
+    async def main() -> None:
+        deadline = simclock.Deadline(waiter="engine-3", rank=3)
+        await deadline.wait_until(simclock.MAX_TIME_NS + 1)
+
+    with pytest.raises(simclock.ClockRangeError) as caught:
+        simclock.run(main())
+    assert str(caught.value) == (
+        "wakeup out of range for waiter 'engine-3': requested 9223372036854775808 ns, past the "
+        "end of the clock's range (2**63 - 1 ns, about 292 years); now is 0 ns"
+    )

@@ -187,3 +187,30 @@ def test_explore_reports_the_failing_seed_and_the_replay_fails_identically(
 
 
 pytest_plugins = ("pytester",)
+
+
+def test_engine_deadlines_fire_first_in_rank_order_under_every_seed() -> None:
+    async def main() -> list[str]:
+        order: list[str] = []
+
+        async def engine(rank: int) -> None:
+            deadline = simclock.Deadline(waiter=f"engine-{rank}", rank=rank)
+            await deadline.wait_until(10**9)
+            order.append(f"engine-{rank}")
+
+        async def other(index: int) -> None:
+            await asyncio.sleep(1)
+            order.append(f"other-{index}")
+
+        async with asyncio.TaskGroup() as group:
+            for index in range(3):
+                group.create_task(other(index))
+            for rank in (2, 0, 1):
+                group.create_task(engine(rank))
+        return order
+
+    orders = [simclock.run(main(), seed=seed) for seed in range(12)]
+    for order in orders:
+        assert order[:3] == ["engine-0", "engine-1", "engine-2"]
+        assert sorted(order[3:]) == ["other-0", "other-1", "other-2"]
+    assert len({tuple(order[3:]) for order in orders}) > 1
