@@ -144,3 +144,38 @@ def test_an_engine_deadline_past_the_clock_range_raises_naming_the_engine() -> N
         "wakeup out of range for waiter 'engine-3': requested 9223372036854775808 ns, past the "
         "end of the clock's range (2**63 - 1 ns, about 292 years); now is 0 ns"
     )
+
+
+@pytest.mark.parametrize(
+    ("call", "requested"),
+    [
+        ("sleep_until_ns", "requested 9223372036854775808 ns"),
+        ("sleep_ns", "requested 9223372036854775808 ns (a delay of 9223372036854775808 ns)"),
+        ("sleep_until", "requested 1e+300 s"),
+    ],
+)
+def test_every_wakeup_function_refuses_instants_past_the_range(call: str, requested: str) -> None:
+    async def main() -> None:
+        if call == "sleep_until_ns":
+            await simclock.sleep_until_ns(2**63, waiter="w")
+        elif call == "sleep_ns":
+            await simclock.sleep_ns(2**63, waiter="w")
+        else:
+            await simclock.sleep_until(1e300, waiter="w")
+
+    with pytest.raises(simclock.ClockRangeError) as caught:
+        simclock.run(main())
+    assert str(caught.value) == (
+        f"wakeup out of range for waiter 'w': {requested}, past the end of the clock's range "
+        "(2**63 - 1 ns, about 292 years); now is 0 ns"
+    )
+    assert isinstance(caught.value, simclock.SimulationError)
+    assert not isinstance(caught.value, OverflowError)
+
+
+def test_the_last_instant_of_the_range_is_reachable() -> None:
+    async def main() -> int:
+        await simclock.sleep_until_ns(simclock.MAX_TIME_NS, waiter="w")
+        return simclock.now_ns()
+
+    assert simclock.run(main(), start_ns=simclock.MAX_TIME_NS - 10) == simclock.MAX_TIME_NS

@@ -134,6 +134,18 @@ def test_ctrl_c_in_a_run_prints_the_virtual_time_before_the_traceback() -> None:
         "  'Task-1' waits in main -> sleep",
     ]
     assert "KeyboardInterrupt" in lines
+
+
+def test_run_takes_over_ctrl_c_for_its_duration_only() -> None:
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        pytest.fail("this test needs Python's default SIGINT handler in the main thread")
+
+    async def main() -> str:
+        return getattr(signal.getsignal(signal.SIGINT), "__qualname__", "")
+
+    # simclock's handler raises KeyboardInterrupt where the loop is (asyncio.Runner's would
+    # cancel the main task instead, unwinding the chains the report shows)
+    assert simclock.run(main()) == "_raise_keyboard_interrupt"
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
