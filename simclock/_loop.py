@@ -732,6 +732,7 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         Raises:
             DeadlockError: nothing is ready, no timer is pending and the loop was not stopped.
             LivelockError: more than ``livelock_budget`` events ran at one virtual instant.
+            VirtualTimeLimitError: the clock would jump past ``end_ns``.
         """
         with self._running():
             if self._rng is None:
@@ -741,6 +742,7 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
 
     def _run_until_stopped_stepwise(self) -> None:
         """The run loop of a seeded loop: :meth:`_run_one` until stopped, batch by batch."""
+        __tracebackhide__ = True  # pytest: a failure shows the test's frames, not this loop
         while True:
             if self._run_one(advance=not self._stopping) is None:
                 if self._stopping:
@@ -752,6 +754,7 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
                 break
 
     def _run_until_stopped(self) -> None:
+        __tracebackhide__ = True  # pytest: a failure shows the test's frames, not this loop
         # The hot loop. It inlines Handle._run, moving due timers and advancing the clock,
         # and must keep exactly the order of _run_one (the stepping path); tests compare them.
         ready = self._ready

@@ -29,6 +29,7 @@ from typing import Any
 
 import attrs
 import pytest
+from anyio import pytest_plugin as anyio_plugin
 
 from ._exceptions import ClockConfigError
 from ._loop import (
@@ -364,8 +365,6 @@ class SimclockPlugin:
     def _anyio_runner_on_the_virtual_loop(self) -> Iterator[None]:
         # anyio's plugin makes its test runner in get_runner(backend_name, options); handing
         # it our loop factory there reaches the test and its async fixtures alike.
-        from anyio import pytest_plugin as anyio_plugin
-
         if anyio_plugin._current_runner is not None:
             pytest.fail(
                 "simclock: an anyio test runner made for a wider-scoped async fixture is still "
