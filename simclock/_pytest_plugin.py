@@ -257,6 +257,37 @@ def virtual_clock(request: pytest.FixtureRequest) -> VirtualClock:
     return VirtualClock(start_ns=options.start_ns, seed=options.seed)
 
 
+class LoopFactoriesHook:
+    """pytest-asyncio's loop-factory hook, registered once a test of the session asks.
+
+    A session in which no test asks for the virtual clock never sees it, so pytest-asyncio
+    makes every loop exactly as it would without simclock installed.
+    """
+
+    NAME = "simclock-loop-factories"
+
+    def __init__(self, plugin: SimclockPlugin) -> None:
+        self.plugin = plugin
+
+    @pytest.hookimpl(wrapper=True, optionalhook=True)
+    def pytest_asyncio_loop_factories(
+        self, config: pytest.Config, item: pytest.Item
+    ) -> Generator[None, Mapping[str, Callable[[], Any]] | None, Mapping[str, Any]]:
+        inner = yield
+        if not asks_for_the_clock(item):
+            # Without another implementation pytest-asyncio would have made the loop
+            # with asyncio.new_event_loop(): offer exactly that.
+            return inner if inner is not None else {"asyncio": asyncio.new_event_loop}
+        marker = item.get_closest_marker("asyncio")
+        selected = marker.kwargs.get("loop_factories") if marker is not None else None
+        if selected is None:
+            return {LOOP_FACTORY_NAME: self.plugin.new_loop}
+        factories = dict(inner or {})
+        factories.setdefault("asyncio", asyncio.new_event_loop)
+        factories[LOOP_FACTORY_NAME] = self.plugin.new_loop
+        return factories
+
+
 class SimclockPlugin:
     """Per-session state: the options of the asking tests in progress and what they patched."""
 
@@ -289,27 +320,24 @@ class SimclockPlugin:
 
     # ------------------------------------------------------------------ collection
 
-    @pytest.hookimpl(wrapper=True, optionalhook=True)
-    def pytest_asyncio_loop_factories(
-        self, config: pytest.Config, item: pytest.Item
-    ) -> Generator[None, Mapping[str, Callable[[], Any]] | None, Mapping[str, Any]]:
-        inner = yield
-        if not asks_for_the_clock(item):
-            # Without another implementation pytest-asyncio would have made the loop
-            # with asyncio.new_event_loop(): offer exactly that.
-            return inner if inner is not None else {"asyncio": asyncio.new_event_loop}
-        marker = item.get_closest_marker("asyncio")
-        selected = marker.kwargs.get("loop_factories") if marker is not None else None
-        if selected is None:
-            return {LOOP_FACTORY_NAME: self.new_loop}
-        factories = dict(inner or {})
-        factories.setdefault("asyncio", asyncio.new_event_loop)
-        factories[LOOP_FACTORY_NAME] = self.new_loop
-        return factories
+    def register_loop_factories_hook(self) -> None:
+        """Make pytest-asyncio ask this plugin for loops (once per session)."""
+        manager = self.config.pluginmanager
+        if not manager.has_plugin(LoopFactoriesHook.NAME):
+            manager.register(LoopFactoriesHook(self), LoopFactoriesHook.NAME)
 
-    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> None:
+    @pytest.hookimpl(wrapper=True)
+    def pytest_generate_tests(self, metafunc: pytest.Metafunc) -> Generator[None, None, None]:
+        # A wrapper, so the hook is registered before pytest-asyncio parametrizes this test.
         definition = metafunc.definition
-        if not asks_for_the_clock(definition) or self.config.getoption("simclock_seed") is not None:
+        if asks_for_the_clock(definition):
+            self.register_loop_factories_hook()
+            self._parametrize_explore(metafunc)
+        return (yield)
+
+    def _parametrize_explore(self, metafunc: pytest.Metafunc) -> None:
+        definition = metafunc.definition
+        if self.config.getoption("simclock_seed") is not None:
             return
         try:
             kwargs = _marker_kwargs(definition)
@@ -489,4 +517,7 @@ def pytest_configure(config: pytest.Config) -> None:
     if config.getoption("simclock_seed") is not None and config.getoption("simclock_seed") < 0:
         raise pytest.UsageError("--simclock-seed: must be an int >= 0")
     max_duration_ns(config)  # a bad ini value fails the session at once
-    config.pluginmanager.register(SimclockPlugin(config), SimclockPlugin.NAME)
+    plugin = SimclockPlugin(config)
+    config.pluginmanager.register(plugin, SimclockPlugin.NAME)
+    if config.getoption("simclock_all") and not config.getoption("simclock_off"):
+        plugin.register_loop_factories_hook()

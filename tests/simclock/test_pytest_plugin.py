@@ -556,3 +556,30 @@ def test_an_anyio_runner_held_by_a_wider_fixture_is_reported(project: pytest.Pyt
             "function scope"
         ]
     )
+
+
+def test_a_session_without_asking_tests_never_sees_the_loop_factory_hook(
+    project: pytest.Pytester,
+) -> None:
+    _write(
+        project,
+        "test_untouched",
+        """
+        import asyncio
+
+        import pytest
+
+
+        @pytest.mark.asyncio
+        async def test_plain(pytestconfig):
+            hook = pytestconfig.hook.pytest_asyncio_loop_factories
+            names = [impl.plugin_name for impl in hook.get_hookimpls()]
+            print("HOOKS", names)
+        """,
+    )
+    untouched = project.runpytest("-s")
+    untouched.assert_outcomes(passed=1)
+    assert "HOOKS []" in untouched.stdout.str()
+    opted_in = project.runpytest("-s", "--simclock")
+    opted_in.assert_outcomes(passed=1)
+    assert "HOOKS ['simclock-loop-factories']" in opted_in.stdout.str()
