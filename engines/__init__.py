@@ -45,6 +45,7 @@ from ._timing_table import TableTiming as TableTiming
 from ._tokenizer import Tokenization as Tokenization
 from ._tokenizer import TokenizerPool as TokenizerPool
 from ._tokenizer import TokenizerStage as TokenizerStage
+from ._tokentimes import TokenTimes as TokenTimes
 
 __all__ = (
     "DEFAULT_CONTEXT_LENGTH",
@@ -83,6 +84,7 @@ __all__ = (
     "Tentative",
     "TimingConfigError",
     "TimingModel",
+    "TokenTimes",
     "Tokenization",
     "TokenizerPool",
     "TokenizerStage",

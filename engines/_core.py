@@ -182,6 +182,8 @@ class EngineCore:
         self._watermark = config.watermark_blocks
         self._kv_capacity = config.num_blocks * config.block_size
         self._small_pass_ms = _small_pass_function(timing)
+        # a running request was cancelled while a pass was being timed
+        self._cancelled_in_pass = False
 
     # -- events ------------------------------------------------------------------------------
 
@@ -315,12 +317,12 @@ class EngineCore:
                     if found is None:
                         break
                     keys.append(found)
-        cached: list[list[int] | None] = list(
+        cached: list[int | None] = list(
             map(self.kv.cache.get, keys[:limit] if limit < len(keys) else keys)
         )
         if None in cached:
             del cached[cached.index(None) :]
-        return [copies[0] for copies in cached]  # type: ignore[index]
+        return cached  # type: ignore[return-value]
 
     def _cache_full(self, s: Seq, positions: int) -> None:
         """Key and register every block of ``s`` that ``positions`` scheduled makes full."""
@@ -332,10 +334,10 @@ class EngineCore:
             keys = s.keys
             if len(keys) < full:
                 self._extend_keys(s, full)
-            blocks = s.blocks
-            register = self.kv.register
-            for j in range(k, full):
-                register(blocks[j], keys[j])
+            if full - k == 1:
+                self.kv.register(s.blocks[k], keys[k])
+            else:
+                self.kv.register_many(s.blocks[k:full], keys[k:full])
             s.nkeyed = full
 
     # -- schedule phase (§3.2) ---------------------------------------------------------------
@@ -598,6 +600,10 @@ class EngineCore:
         t = plan.end_ns
         token_events = self.journal.wants_token_events
         entries = plan.entries
+        if self._cancelled_in_pass:
+            # a cancelled entry (num_computed -1) is skipped by the general loop below
+            self._cancelled_in_pass = False
+            plan.steady = 0
         finished = False
         if plan.steady and not token_events:
             finished = self._commit_steady(entries, plan.steady, t)
@@ -634,6 +640,13 @@ class EngineCore:
         if sampled:
             self.decode_outstanding -= sampled
         if finished:
+            self.running = [r for r in self.running if r.state == RUNNING]
+
+    def commit_steady_pass(self, entries: list[Seq], t: int) -> None:
+        """Commit at ``t`` a pass of steady decode steps of ``entries`` (running order), as
+        :meth:`commit` does for a pass whose entries are all steady and no ``TOKEN`` event
+        is wanted (macro-stepping)."""
+        if self._commit_steady(entries, len(entries), t):
             self.running = [r for r in self.running if r.state == RUNNING]
 
     def _commit_steady(self, entries: list[Seq], k: int, t: int) -> bool:
@@ -792,6 +805,7 @@ class EngineCore:
             self.waiting.remove(s)
         elif s.state == RUNNING:
             self.running.remove(s)
+            self._cancelled_in_pass = True
         elif s.state == HELD:
             del self.held[rid]
         self.kv.release(s.blocks)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from operator import itemgetter, not_
 from typing import Literal
 
 import attrs
@@ -26,6 +27,7 @@ from ._exceptions import (
 )
 from ._journal import EventKind, Journal, LifecycleEvent
 from ._keys import BlockKeyer
+from ._macro import MacroRun
 from ._pass import Role, TimingModel
 
 __all__ = (
@@ -155,6 +157,7 @@ class EngineSnapshot:
 
 
 KVCallback = Callable[[KVEvent], object]
+_get_running_loop = asyncio._get_running_loop
 
 
 @attrs.define(eq=False)
@@ -187,6 +190,7 @@ class Engine:
     timing: TimingModel
     keyer: BlockKeyer = attrs.field(kw_only=True, repr=False)
     journal: Journal = attrs.field(kw_only=True, repr=False)
+    macro_stepping: bool = attrs.field(default=True, kw_only=True)
     _core: EngineCore = attrs.field(init=False, repr=False)
     _offers: dict[int, Tentative] = attrs.field(factory=dict, init=False, repr=False)
     _serial: int = attrs.field(default=0, init=False, repr=False)
@@ -201,10 +205,14 @@ class Engine:
         factory=dict, init=False, repr=False
     )
     _view: EngineView = attrs.field(init=False, repr=False)
+    _run: MacroRun | None = attrs.field(default=None, init=False, repr=False)
+    _clock: simclock.VirtualEventLoop | None = attrs.field(default=None, init=False, repr=False)
+    _deadline: simclock.Deadline | None = attrs.field(default=None, init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         self._core = EngineCore(self.index, self.config, self.timing, self.keyer, self.journal)
         self._view = EngineView(self)
+        self.journal.add_syncer(self._sync)
 
     # -- read-only surface -------------------------------------------------------------------
 
@@ -221,12 +229,50 @@ class Engine:
     @property
     def passes(self) -> int:
         """Passes planned so far."""
+        self._sync()
         return self._core.passes
 
     @property
     def busy_ns(self) -> int:
         """Total duration of the passes planned so far, in ns."""
+        self._sync()
         return self._core.busy_ns
+
+    def _sync(self) -> None:
+        """Bring a macro-stepped run to the state the per-pass engine has now."""
+        run = self._run
+        clock = self._clock
+        if run is not None and clock is not None:
+            # Passes ending now have committed (engine deadlines run first at an instant) unless
+            # a paused session looks before anything ran at this instant. The pass starting
+            # now is scheduled once the engine's instant-end turn has come: inside the loop,
+            # when a waiter of a priority >= its index was released; from outside, when
+            # nothing is left to run at this instant.
+            now = clock.time_ns()
+            level = clock.instant_end_level()
+            ends = True
+            if level is not None and level >= self.index:
+                starts = True
+            elif _get_running_loop() is clock:
+                starts = False
+            elif clock.instant_events() == 0:
+                # paused before anything ran at this instant: not even its commits
+                starts = ends = False
+            else:
+                starts = clock.next_event_ns() != now
+            run.advance(now, include_end=ends, include_start=starts)
+
+    def _split(self) -> None:
+        """An input reached the engine during a macro-stepped run: it is seen at the next
+        pass start, where the run now ends."""
+        run = self._run
+        if run is None:
+            return
+        run.truncate()
+        deadline = self._deadline
+        clock = self._clock
+        if deadline is not None and clock is not None and deadline.armed_ns is not None:
+            deadline.move(clock.time_ns() if run.done else run.next_wake_ns())
 
     @property
     def closed(self) -> bool:
@@ -239,6 +285,7 @@ class Engine:
 
     def snapshot(self) -> EngineSnapshot:
         """Return the engine's whole state as a comparable value."""
+        self._sync()
         core = self._core
         kv = core.kv
         return EngineSnapshot(
@@ -251,12 +298,12 @@ class Engine:
                 (s.rid, s.num_computed, s.num_output, tuple(s.blocks)) for s in core.seqs.values()
             ),
             free_queue=tuple(kv.free_blocks()),
-            ref_counts=tuple(kv.ref),
-            block_keys=tuple(kv.key),
+            ref_counts=tuple(kv.ref_counts()),
+            block_keys=tuple(kv.block_keys()),
             pending_offers=len(self._offers),
             prefill_outstanding=core.prefill_outstanding,
             decode_outstanding=core.decode_outstanding,
-            in_pass=self._pass is not None,
+            in_pass=self._pass is not None or (self._run is not None and self._run.in_pass),
         )
 
     # -- handshake ---------------------------------------------------------------------------
@@ -339,6 +386,7 @@ class Engine:
         self._take_offer(tentative)
         self._check_open()
         now = simclock.now_ns()
+        self._sync()
         core = self._core
         s = core.new_seq(tentative.request)
         if self.config.role == "decode":
@@ -409,6 +457,7 @@ class Engine:
             raise InvalidRequestError(
                 f"engine {self.index} holds no blocks for request {request_id!r}"
             )
+        self._sync()
         self._core.release_held(request_id)
         self._kick()
 
@@ -463,6 +512,7 @@ class Engine:
             detail.append(("transfer_ms", transfer_ms))
         self._reservations.pop(request_id, None)
         now = simclock.now_ns()
+        self._sync()
         self._core.activate(request_id, now, tuple(detail))
         if self._pass is None:
             self._publish(now)
@@ -479,6 +529,7 @@ class Engine:
             raise InvalidRequestError(
                 f"request {request_id!r} has no reservation on engine {self.index}"
             )
+        self._sync()
         self._core.cancel_reservation(request_id)
         self._reservations.pop(request_id, None)
         waiter = self._reservation_waiters.pop(request_id, None)
@@ -502,6 +553,7 @@ class Engine:
         Returns:
             True if the request was on this engine, False otherwise (nothing recorded).
         """
+        self._sync()
         s = self._core.cancel(request_id)
         if s is None:
             return False
@@ -522,9 +574,12 @@ class Engine:
     def close(self) -> None:
         """No more work will be offered; :meth:`run` returns once the engine has drained."""
         self._closed = True
-        self._kick()
+        self._wake.set()
 
     def _kick(self) -> None:
+        """Something reached the engine: wake it when idle, split a macro-stepped run."""
+        if self._run is not None:
+            self._split()
         self._wake.set()
 
     async def _idle(self) -> None:
@@ -566,6 +621,10 @@ class Engine:
             raise EngineError(f"engine {index} needs a simclock.VirtualEventLoop")
         deadline = simclock.Deadline(waiter=waiter, rank=index)
         wait_until = deadline.wait_until
+        self._clock = clock
+        self._deadline = deadline
+        journal = self.journal
+        plan_run = MacroRun.plan
         # After a commit, when nothing else can run at this instant (no ready callback, no due
         # timer, no other instant-end waiter), waiting for the instant's end would resume at
         # once with nothing run in between: the pass starts straight away instead.
@@ -584,6 +643,29 @@ class Engine:
             now = clock.time_ns()
             if core.reservations:
                 self._reserve(now)
+            if (
+                self.macro_stepping
+                and core.running
+                and not core.waiting
+                and not core.reservations
+                and not self._kv_subscribers
+                and core.role != "prefill"
+                and not journal.wants_token_events
+            ):
+                run = plan_run(core, now, self._publish)
+                if run is not None:
+                    self._run = run
+                    try:
+                        while not run.done:
+                            await wait_until(run.next_wake_ns())
+                            run.advance(clock.time_ns(), include_end=True, include_start=False)
+                    except BaseException:
+                        self._sync()
+                        raise
+                    finally:
+                        self._run = None
+                    settled = clock.next_event_ns() != clock.time_ns()
+                    continue
             plan = core.schedule(now)
             if plan is None:
                 self._publish(now)
@@ -607,6 +689,11 @@ class Engine:
             return
         published = self._published
         subscribers = self._kv_subscribers
+        if not subscribers and True not in map(not_, map(itemgetter(0), transitions)):
+            # only keys stored, nobody to tell: one bulk update
+            published.update(dict.fromkeys(map(itemgetter(1), transitions)))
+            transitions.clear()
+            return
         run_kind: bool | None = None
         run: list[int] = []
         for stored, key in transitions:
@@ -668,27 +755,32 @@ class EngineView:
     @property
     def running_count(self) -> int:
         """Requests in the running list."""
+        self._engine._sync()
         return len(self._engine._core.running)
 
     @property
     def outstanding_prefill_tokens(self) -> int:
         """Positions still to compute before each queued or running request next samples
         (prompt, or recompute after preemption), prefix hits not yet subtracted."""
+        self._engine._sync()
         return self._engine._core.prefill_outstanding
 
     @property
     def outstanding_decode_tokens(self) -> int:
         """Tokens still to generate by queued and running requests."""
+        self._engine._sync()
         return self._engine._core.decode_outstanding
 
     @property
     def kv_blocks_free(self) -> int:
         """Blocks in the free queue (cached or not)."""
+        self._engine._sync()
         return self._engine._core.kv.free_count
 
     @property
     def kv_blocks_used(self) -> int:
         """Blocks referenced by at least one request."""
+        self._engine._sync()
         kv = self._engine._core.kv
         return kv.num_blocks - kv.free_count
 
@@ -708,6 +800,7 @@ class EngineView:
         The count reflects the KV events published so far: blocks cached by a pass still in
         flight are not visible yet.
         """
+        self._engine._sync()
         published = self._engine._published
         n = 0
         for key in block_keys:

@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable
 
 import attrs
 
+from ._tokentimes import TokenTimes
+
 __all__ = ("Admission", "EventKind", "Journal", "LifecycleEvent", "RequestTrace")
 
 
@@ -109,7 +111,7 @@ class RequestTrace:
     engine: int | None = None
     first_admit_ns: int | None = None
     admissions: list[Admission] = attrs.Factory(list)
-    token_times_ns: list[int] = attrs.Factory(list)
+    token_times_ns: TokenTimes = attrs.Factory(TokenTimes)
     num_preemptions: int = 0
     reused_input_tokens: int | None = None
     terminal_ns: int | None = None
@@ -314,6 +316,20 @@ class Journal:
     _filtered: bool = attrs.field(default=False, init=False, repr=False)
     _watch_all: bool = attrs.field(default=False, init=False, repr=False)
     _watched: frozenset[str] = attrs.field(default=frozenset(), init=False, repr=False)
+    _syncers: list[Callable[[], object]] = attrs.field(factory=list, init=False, repr=False)
+
+    def add_syncer(self, callback: Callable[[], object]) -> None:
+        """Register ``callback``, called by :meth:`sync` (engines that step lazily)."""
+        self._syncers.append(callback)
+
+    def sync(self) -> None:
+        """Bring every trace up to the current instant.
+
+        Macro-stepping engines apply the passes they jump over lazily; a reader of
+        :attr:`traces` in the middle of a run calls this first.
+        """
+        for callback in self._syncers:
+            callback()
 
     def subscribe(self, callback: Subscriber, *, kinds: Iterable[EventKind] | None = None) -> None:
         """Call ``callback(event)`` for every event recorded from now on.

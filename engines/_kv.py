@@ -8,11 +8,17 @@ tail, allocation takes the head, so cached blocks are evicted least recently rel
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections import deque
+from collections.abc import Callable, Iterable
+from itertools import repeat
 
 from simclock import InternalError
 
 __all__ = ("KVCache",)
+
+_sink: deque[object] = deque(maxlen=0)
+_consume: Callable[[Iterable[object]], None] = _sink.extend
+"""Run an iterator to its end (a C-level loop for bulk list updates)."""
 
 NO_KEY = 0
 
@@ -25,56 +31,80 @@ class KVCache:
     :meth:`release` drops its count to 0. Taking a keyed block from the queue head for fresh
     use removes its key from the cache (eviction).
 
+    Blocks are taken in index order the first time, so the blocks never touched are always
+    ``touched .. num_blocks - 1``, all free and unkeyed, at the head of the free queue, before
+    every released block: they cost nothing until they are taken (a pool of millions of blocks
+    is built at once). The per-block lists ``ref`` and ``key`` cover the touched blocks only;
+    :meth:`ref_counts` and :meth:`block_keys` give every block.
+
     Key transitions (a key gaining its first cached copy, or losing its last) are appended to
     ``transitions`` as ``(stored, key)`` pairs for the owner to publish; the owner clears it.
 
     Attributes:
         num_blocks: usable blocks.
         block_size: token slots per block.
-        ref: reference count per block.
-        key: key per block (``0`` = none).
+        touched: blocks ever taken (``0 .. touched - 1``).
+        ref: reference count per touched block.
+        key: key per touched block (``0`` = none).
         free_count: blocks in the free queue.
-        cache: key -> cached copies, earliest-registered first.
+        cache: key -> its earliest-registered cached copy (the one lookups hit).
+        twins: key -> its other cached copies, in registration order (rare: a block computed
+            again while a copy is still cached).
         transitions: key transitions not yet published.
     """
 
     __slots__ = (
+        "_head",
         "_next",
         "_prev",
+        "_tail",
         "block_size",
         "cache",
         "free_count",
         "key",
         "num_blocks",
         "ref",
+        "touched",
         "transitions",
+        "twins",
     )
 
     def __init__(self, num_blocks: int, block_size: int) -> None:
         """Create ``num_blocks`` free, unkeyed blocks queued in index order."""
-        n = num_blocks
-        self.num_blocks = n
+        self.num_blocks = num_blocks
         self.block_size = block_size
-        self.ref = [0] * n
-        self.key = [NO_KEY] * n
-        # Index ``n`` is the sentinel: next[n] is the head, prev[n] the tail.
-        self._next = [*range(1, n + 1), 0]
-        self._prev = [n, *range(n)]
-        self.free_count = n
-        self.cache: dict[int, list[int]] = {}
+        self.touched = 0
+        self.ref: list[int] = []
+        self.key: list[int] = []
+        # the released part of the free queue, a doubly linked list (-1 = none)
+        self._next: list[int] = []
+        self._prev: list[int] = []
+        self._head = -1
+        self._tail = -1
+        self.free_count = num_blocks
+        self.cache: dict[int, int] = {}
+        self.twins: dict[int, list[int]] = {}
         self.transitions: list[tuple[bool, int]] = []
 
     # -- queries ---------------------------------------------------------------------------
 
     def free_blocks(self) -> list[int]:
         """The free queue, head (next to be taken) first."""
-        out = []
+        out = list(range(self.touched, self.num_blocks))
         nxt = self._next
-        b = nxt[self.num_blocks]
-        while b != self.num_blocks:
+        b = self._head
+        while b != -1:
             out.append(b)
             b = nxt[b]
         return out
+
+    def ref_counts(self) -> list[int]:
+        """The reference count of every block."""
+        return self.ref + [0] * (self.num_blocks - self.touched)
+
+    def block_keys(self) -> list[int]:
+        """The key of every block (``0`` = none)."""
+        return self.key + [NO_KEY] * (self.num_blocks - self.touched)
 
     def lookup(self, keys: Iterable[int]) -> list[int]:
         """Return the blocks caching the longest cached prefix of ``keys``.
@@ -85,10 +115,10 @@ class KVCache:
         cache = self.cache
         out: list[int] = []
         for k in keys:
-            copies = cache.get(k)
-            if copies is None:
+            block = cache.get(k)
+            if block is None:
                 break
-            out.append(copies[0])
+            out.append(block)
         return out
 
     def can_allocate(self, hits: list[int], need: int, reserve: int = 0) -> bool:
@@ -123,11 +153,17 @@ class KVCache:
                 nxt = self._next
                 prv = self._prev
                 for b, r in zip(hits, refs, strict=True):
-                    if r == 0:
+                    if r == 0:  # a released block: unlink it from the queue
                         p = prv[b]
                         q = nxt[b]
-                        nxt[p] = q
-                        prv[q] = p
+                        if p == -1:
+                            self._head = q
+                        else:
+                            nxt[p] = q
+                        if q == -1:
+                            self._tail = p
+                        else:
+                            prv[q] = p
                     ref[b] = r + 1
                 self.free_count -= evictable
             else:
@@ -141,41 +177,73 @@ class KVCache:
         return True
 
     def _take(self, blocks: list[int], need: int) -> None:
-        nxt = self._next
-        prv = self._prev
-        ref = self.ref
-        key = self.key
-        s = self.num_blocks
-        for _ in range(need):
-            b = nxt[s]
-            q = nxt[b]
-            nxt[s] = q
-            prv[q] = s
-            if key[b] != NO_KEY:
-                self._evict(b)
-            ref[b] = 1
-            blocks.append(b)
+        first = self.touched
+        fresh = min(need, self.num_blocks - first)
+        if fresh:
+            stop = first + fresh
+            self.ref.extend([1] * fresh)
+            self.key.extend([NO_KEY] * fresh)
+            self._next.extend([-1] * fresh)
+            self._prev.extend([-1] * fresh)
+            blocks.extend(range(first, stop))
+            self.touched = stop
+        rest = need - fresh
+        if rest:
+            nxt = self._next
+            ref = self.ref
+            key = self.key
+            b = self._head
+            for _ in range(rest):
+                q = nxt[b]
+                if key[b] != NO_KEY:
+                    self._evict(b)
+                ref[b] = 1
+                blocks.append(b)
+                b = q
+            self._head = b
+            if b == -1:
+                self._tail = -1
+            else:
+                self._prev[b] = -1
         self.free_count -= need
 
     def _evict(self, b: int) -> None:
         k = self.key[b]
-        copies = self.cache[k]
-        if len(copies) == 1:
+        twins = self.twins.get(k)
+        if twins is None:
             del self.cache[k]
             self.transitions.append((False, k))
         else:
-            copies.remove(b)
+            if self.cache[k] == b:
+                self.cache[k] = twins.pop(0)
+            else:
+                twins.remove(b)
+            if not twins:
+                del self.twins[k]
         self.key[b] = NO_KEY
 
     def register(self, block: int, key: int) -> None:
         """Give a referenced, unkeyed ``block`` its ``key`` and cache it (a twin if needed)."""
         self.key[block] = key
-        copies = self.cache.get(key)
-        if copies is None:
-            self.cache[key] = [block]
+        cache = self.cache
+        if key not in cache:
+            cache[key] = block
             self.transitions.append((True, key))
         else:
-            copies.append(block)
+            self.twins.setdefault(key, []).append(block)
+
+    def register_many(self, blocks: list[int], keys: list[int]) -> None:
+        """:meth:`register` each ``blocks[i]`` under ``keys[i]``, in order."""
+        cache = self.cache
+        if cache.keys().isdisjoint(keys) and len(set(keys)) == len(keys):
+            # every key is new: one bulk step per structure, same result
+            list(map(self.key.__setitem__, blocks, keys))
+            cache.update(zip(keys, blocks, strict=True))
+            self.transitions.extend(zip(repeat(True), keys))
+            return
+        register = self.register
+        for b, k in zip(blocks, keys, strict=True):
+            register(b, k)
 
     def release(self, blocks: list[int]) -> None:
         """Drop one reference to each of ``blocks``, last first (§4.5).
@@ -189,25 +257,49 @@ class KVCache:
         ref = self.ref
         nxt = self._next
         prv = self._prev
-        s = self.num_blocks
-        tail = prv[s]
+        tail = self._tail
+        touched = self.touched
+        count = len(blocks)
+        if count > 1 and max(blocks) < touched:
+            refs = list(map(ref.__getitem__, blocks))
+            if refs.count(1) == count:
+                # every block is freed: link them in reverse order in bulk
+                order = blocks[::-1]
+                _consume(map(ref.__setitem__, blocks, repeat(0)))
+                first = order[0]
+                if tail == -1:
+                    self._head = first
+                else:
+                    nxt[tail] = first
+                prv[first] = tail
+                _consume(map(nxt.__setitem__, order[:-1], order[1:]))
+                _consume(map(prv.__setitem__, order[1:], order[:-1]))
+                last = order[-1]
+                nxt[last] = -1
+                self._tail = last
+                self.free_count += count
+                return
         freed = 0
         try:
             for b in reversed(blocks):
-                r = ref[b]
+                r = ref[b] if b < touched else 0
                 if r > 1:
                     ref[b] = r - 1
                     continue
                 if r < 1:
                     raise InternalError(f"block {b} released with reference count 0")
                 ref[b] = 0
-                nxt[tail] = b
+                if tail == -1:
+                    self._head = b
+                else:
+                    nxt[tail] = b
                 prv[b] = tail
                 tail = b
                 freed += 1
         finally:
-            nxt[tail] = s
-            prv[s] = tail
+            if tail != -1:
+                nxt[tail] = -1
+            self._tail = tail
             self.free_count += freed
 
     def check(self) -> None:
@@ -218,29 +310,35 @@ class KVCache:
         blocks carrying that key, and every keyed block is cached.
         """
         n = self.num_blocks
+        t = self.touched
+        if not (len(self.ref) == len(self.key) == len(self._next) == len(self._prev) == t):
+            raise InternalError("per-block lists do not cover the touched blocks")
         queued = self.free_blocks()
         if len(queued) != self.free_count or len(set(queued)) != len(queued):
             raise InternalError("free queue length or membership is inconsistent")
         back = []
-        b = self._prev[n]
-        while b != n:
+        b = self._tail
+        while b != -1:
             back.append(b)
             b = self._prev[b]
-        if back[::-1] != queued:
+        if back[::-1] != queued[n - t :]:
             raise InternalError("free queue links disagree")
         in_queue = set(queued)
-        for b in range(n):
+        for b in range(t):
             if self.ref[b] < 0:
                 raise InternalError(f"block {b} has a negative reference count")
             if (self.ref[b] == 0) != (b in in_queue):
                 raise InternalError(f"block {b} is both free and referenced, or neither")
         seen = 0
-        for k, copies in self.cache.items():
-            if not copies or len(set(copies)) != len(copies):
+        for k, first in self.cache.items():
+            copies = [first, *self.twins.get(k, ())]
+            if len(set(copies)) != len(copies):
                 raise InternalError(f"key {k} has an empty or repeated copy list")
             for b in copies:
                 if self.key[b] != k:
                     raise InternalError(f"block {b} is cached under {k} but keyed otherwise")
             seen += len(copies)
-        if seen != sum(1 for b in range(n) if self.key[b] != NO_KEY):
+        if any(k not in self.cache or not t for k, t in self.twins.items()):
+            raise InternalError("a twin list is empty or has no cached first copy")
+        if seen != sum(1 for b in range(t) if self.key[b] != NO_KEY):
             raise InternalError("a keyed block is missing from the cache")

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import math
 from typing import Literal, Protocol
 
 import attrs
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ("PassShape", "Role", "TimingModel")
+__all__ = ("DecodeRun", "PassShape", "Role", "TimingModel", "decode_run_times_ms")
 
 Role = Literal["aggregated", "prefill", "decode"]
 IntArray = npt.NDArray[np.int64]
@@ -72,3 +73,111 @@ class TimingModel(Protocol):
     def pass_time_ms(self, shape: PassShape) -> float:
         """Return the duration of the pass described by ``shape``, in milliseconds (>= 0)."""
         ...
+
+
+@attrs.frozen(eq=False)
+class DecodeRun:
+    """A run of consecutive passes in which every entry is a decode step (REFERENCE-engine §5.1).
+
+    Entry ``j`` (in running order) is in passes ``0 .. remaining[j] - 1``; in pass ``i`` it
+    has computed ``computed[j] + i`` positions, sampled ``output_before[j] + i`` tokens,
+    schedules one position and samples. Entries leave after their last pass, so the batch only
+    shrinks. :meth:`shape` gives pass ``i`` as the :class:`PassShape` a per-pass engine would
+    price; :meth:`columns` gives all passes at once as ragged arrays.
+
+    Attributes:
+        passes: the number of passes.
+        computed: ``c_r`` of each entry at the first pass.
+        prompt_length: ``P`` of each entry.
+        output_before: ``num_output`` of each entry at the first pass.
+        remaining: passes each entry takes part in (``>= 1``).
+        role: the engine's role.
+        kv_capacity_tokens: ``num_blocks * block_size`` of the engine.
+    """
+
+    passes: int
+    computed: IntArray
+    prompt_length: IntArray
+    output_before: IntArray
+    remaining: IntArray
+    role: Role = "aggregated"
+    kv_capacity_tokens: int = 0
+
+    def shape(self, i: int) -> PassShape:
+        """Pass ``i`` as one :class:`PassShape`."""
+        live = self.remaining > i
+        k = int(np.count_nonzero(live))
+        return PassShape(
+            np.ones(k, dtype=np.int64),
+            self.computed[live] + i,
+            self.prompt_length[live],
+            self.output_before[live] + i,
+            np.ones(k, dtype=np.bool_),
+            self.role,
+            self.kv_capacity_tokens,
+        )
+
+    def batch_sizes(self) -> IntArray:
+        """Entries per pass."""
+        counts: IntArray = np.bincount(
+            np.minimum(self.remaining, self.passes), minlength=self.passes + 1
+        )
+        sizes: IntArray = counts[::-1].cumsum()[::-1][1:]
+        return sizes
+
+    def live_sums(self, values: IntArray) -> IntArray:
+        """Per pass, the sum of ``values`` (one per entry) over the entries in that pass."""
+        span = np.minimum(self.remaining, self.passes)
+        leaving = np.zeros(self.passes + 1, dtype=np.int64)
+        np.add.at(leaving, span, values.astype(np.int64))
+        left: IntArray = np.cumsum(leaving)[: self.passes]
+        total = int(values.sum())
+        return total - left
+
+    def columns(self) -> tuple[IntArray, IntArray, IntArray, IntArray, IntArray]:
+        """Every pass's entries in one ragged layout.
+
+        Returns:
+            ``(pass_index, entry, computed, prompt_length, output_before)``: one row per
+            (pass, entry) pair, passes in order and entries in running order within a pass.
+        """
+        k = len(self.remaining)
+        span = np.minimum(self.remaining, self.passes)
+        pass_index = np.repeat(np.arange(self.passes, dtype=np.int64)[None, :], k, axis=0)
+        live = pass_index < span[:, None]
+        # pass-major order: transpose so rows run over passes, then entries
+        live_t = live.T
+        entry = np.broadcast_to(np.arange(k, dtype=np.int64)[None, :], live_t.shape)[live_t]
+        index = pass_index.T[live_t]
+        return (
+            index,
+            entry,
+            self.computed[entry] + index,
+            self.prompt_length[entry],
+            self.output_before[entry] + index,
+        )
+
+
+def decode_run_times_ms(timing: TimingModel, run: DecodeRun) -> npt.NDArray[np.float64]:
+    """Durations of every pass of ``run``, in ms: ``timing.decode_run_ms(run)`` when the model
+    has that batch method, else one :meth:`TimingModel.pass_time_ms` call per pass.
+
+    Both must give, pass for pass, the number ``pass_time_ms`` gives for that pass's shape.
+    """
+    batch = getattr(timing, "decode_run_ms", None)
+    if batch is not None:
+        out = np.asarray(batch(run), dtype=np.float64)
+        if out.shape != (run.passes,):
+            raise ValueError(
+                f"{type(timing).__name__}.decode_run_ms returned shape {out.shape}, "
+                f"expected ({run.passes},)"
+            )
+        return out
+    values = []
+    for i in range(run.passes):
+        ms = timing.pass_time_ms(run.shape(i))
+        if isinstance(ms, bool) or not isinstance(ms, int | float):
+            # the engine's per-pass check reports it when it reaches this pass
+            ms = math.nan
+        values.append(float(ms))
+    return np.array(values, dtype=np.float64)

@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._exceptions import EngineError
-from ._pass import PassShape
+from ._pass import DecodeRun, PassShape
 
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
@@ -241,6 +241,17 @@ class FixedTiming:
             )
         return float(self.prefill_ms) * has_prefill + float(self.decode_ms) * has_decode
 
+    def decode_run_ms(self, run: DecodeRun) -> npt.NDArray[np.float64]:
+        """Durations of every pass of a run of decode steps (see :meth:`pass_time_ms`)."""
+        if run.role != "decode" and bool(
+            (run.computed < run.prompt_length).any() or (run.output_before < 1).any()
+        ):
+            return np.array([self.pass_time_ms(run.shape(i)) for i in range(run.passes)])
+        # no entry touches a prompt position; every pass samples for entries that had sampled
+        has_decode = run.role != "prefill"
+        value = float(self.prefill_ms) * False + float(self.decode_ms) * has_decode
+        return np.full(run.passes, value, dtype=np.float64)
+
     def _small_pass_ms(
         self,
         computed: list[int],
@@ -346,6 +357,26 @@ class PolynomialTiming:
             total += self.decode_time_ms(active / capacity)
         return total
 
+    def decode_run_ms(self, run: DecodeRun) -> npt.NDArray[np.float64]:
+        """Durations of every pass of a run of decode steps (see :meth:`pass_time_ms`):
+        no prefill part, and ``|D|`` and the active tokens computed per pass exactly."""
+        capacity = run.kv_capacity_tokens
+        if capacity <= 0 or (
+            run.role != "decode"
+            and bool((run.output_before < 1).any() or (run.computed < run.prompt_length).any())
+        ):
+            return np.array([self.pass_time_ms(run.shape(i)) for i in range(run.passes)])
+        sizes = run.batch_sizes()
+        index = np.arange(run.passes, dtype=np.int64)
+        active = run.live_sums(run.prompt_length + run.output_before) + index * sizes
+        u = np.minimum(1.0, np.maximum(0.0, active / capacity))
+        decode = np.maximum(
+            float(self.decode_floor_ms),
+            self.decode_b2 * u * u + self.decode_b1 * u + self.decode_b0,
+        )
+        out: npt.NDArray[np.float64] = self.prefill_time_ms(0) + decode
+        return out
+
 
 @attrs.frozen(kw_only=True)
 class LinearTiming:
@@ -397,6 +428,26 @@ class LinearTiming:
             + self.c_kv * kv_positions
             + self.c_pp * prefill_attention
         )
+
+    def decode_run_ms(self, run: DecodeRun) -> npt.NDArray[np.float64]:
+        """Durations of every pass of a run of decode steps (see :meth:`pass_time_ms`):
+        ``B_d`` and ``K`` computed per pass exactly, then the same sum in the same order."""
+        if run.role != "decode" and bool(
+            (run.output_before < 1).any() or (run.computed < run.prompt_length).any()
+        ):
+            return np.array([self.pass_time_ms(run.shape(i)) for i in range(run.passes)])
+        sizes = run.batch_sizes()
+        index = np.arange(run.passes, dtype=np.int64)
+        kv = run.live_sums(run.computed) + (index + 1) * sizes
+        zero = np.zeros(run.passes, dtype=np.float64)
+        out: npt.NDArray[np.float64] = (
+            self.c0
+            + self.c_p * zero
+            + self.c_d * sizes.astype(np.float64)
+            + self.c_kv * kv.astype(np.float64)
+            + self.c_pp * zero
+        )
+        return out
 
 
 def _linear_regressors(shape: PassShape) -> tuple[float, float, float, float]:

@@ -19,6 +19,7 @@ import os
 import secrets
 from collections.abc import Mapping
 from pathlib import Path
+from typing import Literal
 
 import attrs
 
@@ -27,6 +28,8 @@ from simclock import SimulationError
 from ._metrics import Distribution
 from ._pd_metrics import pd_phases
 from ._report import ReplayResult, RequestRecord, Summary
+
+_NS_PER_MS = 1_000_000
 
 __all__ = (
     "OUTPUT_FILES",
@@ -133,7 +136,6 @@ def summary_json(result: ReplayResult) -> dict[str, object]:
             "requests": s.requests,
         },
         "virtual_duration_ms": meta.virtual_duration_ms,
-        "events_processed": meta.events_processed,
         "status_counts": dict(s.status_counts),
         "metrics": _vllm_metrics(s),
         "distributions": {name: getattr(s, name).as_dict() for name in _DISTRIBUTIONS},
@@ -198,18 +200,40 @@ def _plays_section(summary: Summary) -> dict[str, object]:
     }
 
 
-def request_json(record: RequestRecord) -> dict[str, object]:
+TokenTimesMode = Literal["full", "runs", "none"]
+TOKEN_TIMES_MODES: tuple[TokenTimesMode, ...] = ("full", "runs", "none")
+"""How ``requests.jsonl`` holds token times: every time (``token_times_ms``, the default),
+runs of equal spacing (``token_time_runs_ms``: ``[start_ms, step_ms, count]`` each), or not
+at all."""
+
+
+def request_json(
+    record: RequestRecord, *, token_times: TokenTimesMode = "full"
+) -> dict[str, object]:
     """One line of ``requests.jsonl`` as a dict: every field of the record in order.
 
     ``lineage`` and ``handoff`` are left out when absent, so records of workloads without
-    lineage or disaggregation carry no empty keys.
+    lineage or disaggregation carry no empty keys. ``token_times`` chooses how token times
+    are written (:data:`TOKEN_TIMES_MODES`).
     """
     out: dict[str, object] = {}
     for field in attrs.fields(RequestRecord):
-        value = getattr(record, field.name)
-        if field.name in ("lineage", "handoff") and value is None:
+        name = field.name
+        value = getattr(record, name)
+        if name in ("lineage", "handoff") and value is None:
             continue
-        out[field.name] = _jsonable(value)
+        if name == "token_time_runs_ns":
+            continue
+        if name == "token_times_ms":
+            if token_times == "none":
+                continue
+            if token_times == "runs":
+                out["token_time_runs_ms"] = [
+                    [start / _NS_PER_MS, step / _NS_PER_MS, count]
+                    for start, step, count in record.token_time_runs_ns
+                ]
+                continue
+        out[name] = _jsonable(value)
     return out
 
 
@@ -231,9 +255,16 @@ def config_json(result: ReplayResult) -> dict[str, object]:
     return body
 
 
-def _render(result: ReplayResult) -> dict[str, bytes]:
+def _render(result: ReplayResult, token_times: TokenTimesMode) -> dict[str, bytes]:
+    if token_times not in TOKEN_TIMES_MODES:
+        raise ValueError(
+            f"token_times: must be one of {', '.join(TOKEN_TIMES_MODES)}, got {token_times!r}"
+        )
     summary = _dumps(summary_json(result), indent=2) + "\n"
-    lines = [_dumps(request_json(r), indent=None) + "\n" for r in result.requests]
+    lines = [
+        _dumps(request_json(r, token_times=token_times), indent=None) + "\n"
+        for r in result.requests
+    ]
     config = _dumps(config_json(result), indent=2) + "\n"
     return {
         SUMMARY_FILE: summary.encode(),
@@ -242,7 +273,12 @@ def _render(result: ReplayResult) -> dict[str, bytes]:
     }
 
 
-def write_outputs(result: ReplayResult, out_dir: str | os.PathLike[str]) -> tuple[Path, ...]:
+def write_outputs(
+    result: ReplayResult,
+    out_dir: str | os.PathLike[str],
+    *,
+    token_times: TokenTimesMode = "full",
+) -> tuple[Path, ...]:
     """Write ``summary.json``, ``requests.jsonl`` and ``config.json`` into ``out_dir``.
 
     The directory is created if needed. Every file goes to a temporary name in ``out_dir``
@@ -253,6 +289,7 @@ def write_outputs(result: ReplayResult, out_dir: str | os.PathLike[str]) -> tupl
     Args:
         result: the replay result.
         out_dir: the output directory.
+        token_times: how ``requests.jsonl`` holds token times (:data:`TOKEN_TIMES_MODES`).
 
     Returns:
         The paths written, in :data:`OUTPUT_FILES` order.
@@ -261,7 +298,9 @@ def write_outputs(result: ReplayResult, out_dir: str | os.PathLike[str]) -> tupl
         OutputError: the directory cannot be created or a file cannot be written.
         TypeError: the configuration echo holds a value JSON cannot represent.
     """
-    contents = _render(result)  # serialize first: a bad value fails before any file exists
+    contents = _render(
+        result, token_times
+    )  # serialize first: a bad value fails before any file exists
     directory = Path(out_dir)
     created: list[Path] = []
     try:

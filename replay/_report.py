@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 import simclock
-from engines import Journal, LifecycleEvent, RequestTrace
+from engines import Journal, LifecycleEvent, RequestTrace, TokenTimes
 from loadgen import (
     DriverReport,
     PlayOutcome,
@@ -201,6 +201,8 @@ class RequestRecord:
         phase: ``measure``, ``primer`` or ``warmup``.
         lineage: conversation lineage as a JSON object, None when absent.
         handoff: the prefill→decode handoff, None in an aggregated topology.
+        token_time_runs_ns: the token times as runs of equal spacing
+            ``(start_ns, step_ns, count)`` (``--token-times runs``).
     """
 
     request_id: str
@@ -236,6 +238,7 @@ class RequestRecord:
     phase: str = "measure"
     lineage: Mapping[str, object] | None = None
     handoff: Handoff | None = None
+    token_time_runs_ns: tuple[tuple[int, int, int], ...] = attrs.field(default=(), repr=False)
 
 
 @attrs.frozen
@@ -604,7 +607,10 @@ def _record(
             identity=identity,
         )
 
-    tokens_ns = np.asarray(trace.token_times_ns, dtype=np.int64)
+    held = trace.token_times_ns
+    if not isinstance(held, TokenTimes):  # a trace built by hand may hold a plain list
+        held = TokenTimes(held)
+    tokens_ns = held.array()
     n = int(tokens_ns.size)
     ttft = ttst = tpot = e2e = queueing = None
     meets: bool | None = None
@@ -685,6 +691,7 @@ def _record(
         ),
         token_times_ms=tuple((tokens_ns / _NS_PER_MS).tolist()),
         handoff=_handoff(trace),
+        token_time_runs_ns=tuple(held.runs()),
         **identity,  # type: ignore[arg-type]
     )
 

@@ -58,6 +58,10 @@ _FAILED = EventKind.FAILED
 _CANCELLED = EventKind.CANCELLED
 
 StopReason = Literal["done", "failed", "cutoff", "quiescent"]
+Stepping = Literal["macro", "pass"]
+STEPPINGS: tuple[Stepping, ...] = ("macro", "pass")
+"""How engines advance: ``"macro"`` jumps over determined runs of passes, ``"pass"`` takes
+one engine deadline per pass (the reference behaviour)."""
 
 
 @attrs.define(eq=False)
@@ -147,6 +151,7 @@ class _Run:
     cutoff_ns: int | None
     keep_events: bool
     seed: int = attrs.field(default=0, kw_only=True)
+    stepping: Stepping = attrs.field(default="macro", kw_only=True)
     load: LoadMode = attrs.field(factory=LoadMode, kw_only=True)
     journal: RunJournal = attrs.field(init=False)
     engines: tuple[Engine, ...] = attrs.field(init=False)
@@ -171,6 +176,8 @@ class _Run:
         self.journal = RunJournal(keep_events=self.keep_events, on_terminal=self._on_terminal)
         keyer = BlockKeyer()
         self.engines = tuple(self.topology.build(keyer=keyer, journal=self.journal))
+        for engine in self.engines:
+            engine.macro_stepping = self.stepping == "macro"
         policy_rng = np.random.default_rng(self.seeds[SEED_STREAMS.index("policy")])
         # A topology may supply its own policy runtime (replay.Disaggregated does: one
         # runtime per pool plus the prefill->decode handoff); it has PolicyRuntime's interface.
@@ -414,6 +421,7 @@ def run(
     max_virtual_time_s: float | None = None,
     keep_events: bool = False,
     config: Mapping[str, object] | None = None,
+    stepping: Stepping = "macro",
 ) -> ReplayResult:
     """Replay ``workload`` through ``topology``'s engines under ``policy``; return the report.
 
@@ -437,6 +445,9 @@ def run(
             ``never_issued``.
         keep_events: keep every lifecycle event in the journal (slower; for timelines).
         config: extra configuration to echo in the report (e.g. the CLI's resolved config).
+        stepping: ``"macro"`` (default): engines jump over runs of passes whose outcome is
+            determined (docs/explanation/macro-stepping.md); ``"pass"``: one engine deadline
+            per pass, the reference behaviour. Both give the same results, byte for byte.
 
     Returns:
         The :class:`replay.ReplayResult`.
@@ -457,6 +468,7 @@ def run(
         max_virtual_time_s=max_virtual_time_s,
         keep_events=keep_events,
         config=config,
+        stepping=stepping,
     )
     wall_start = time.perf_counter()
     now_ns, events = _run_loop(replay)
@@ -477,6 +489,7 @@ def setup_run(
     max_virtual_time_s: float | None = None,
     keep_events: bool = False,
     config: Mapping[str, object] | None = None,
+    stepping: Stepping = "macro",
 ) -> tuple[_Run, dict[str, Any]]:
     """Validate the options and build one replay, exactly as :func:`run` does, without running.
 
@@ -488,6 +501,10 @@ def setup_run(
         WorkloadValidationError: the workload or an option is invalid.
     """
     seed = _check_seed(seed)
+    if stepping not in STEPPINGS:
+        raise WorkloadValidationError(
+            f"stepping: must be one of {', '.join(STEPPINGS)}, got {stepping!r}"
+        )
     load = LoadMode() if load is None else load
     if max_virtual_time_s is not None:
         if (
@@ -503,7 +520,16 @@ def setup_run(
     prepared = prepare(workload, engine_block_size=topology.block_size, tokenizer=tokenizer)
     seeds = tuple(np.random.SeedSequence(seed).spawn(len(SEED_STREAMS)))
     replay = _Run(
-        prepared, topology, policy, seeds, tokenizer, None, keep_events, seed=seed, load=load
+        prepared,
+        topology,
+        policy,
+        seeds,
+        tokenizer,
+        None,
+        keep_events,
+        seed=seed,
+        load=load,
+        stepping=stepping,
     )
     echo: dict[str, Any] = {
         "seed": seed,

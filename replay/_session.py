@@ -42,7 +42,7 @@ from simclock import get_logger, log_context
 from ._exceptions import ReplayFailedError
 from ._metrics import SLO
 from ._report import ReplayResult
-from ._runner import TokenizerStageLike, _Run, report_run, setup_run
+from ._runner import Stepping, TokenizerStageLike, _Run, report_run, setup_run
 from ._topology import Topology
 
 __all__ = (
@@ -387,6 +387,7 @@ class ReplaySession:
         config: Mapping[str, object] | None = None,
         history: bool = True,
         run_id: str | None = None,
+        stepping: Stepping = "macro",
     ) -> ReplaySession:
         """Build a replay exactly as :func:`replay.run` would, without running anything.
 
@@ -408,6 +409,8 @@ class ReplaySession:
                 predicates can stop it.
             run_id: the ``run_id`` bound to every log event of the run (default
                 ``"<workload source>#<seed>"``).
+            stepping: ``"macro"`` or ``"pass"``, as in :func:`replay.run`; the session shows
+                the same state at every instant either way.
 
         Returns:
             The session, at virtual time 0 with nothing run.
@@ -425,6 +428,7 @@ class ReplaySession:
             max_virtual_time_s=max_virtual_time_s,
             keep_events=keep_events,
             config=config,
+            stepping=stepping,
         )
         rid = f"{workload.source}#{seed}" if run_id is None else run_id
         return cls(run, workload, slo, echo, history, rid)
@@ -1069,6 +1073,11 @@ class ReplaySession:
             passes=engine.passes,
         )
 
+    def _trace(self, request_id: str) -> RequestTrace | None:
+        journal = self._run.journal
+        journal.sync()
+        return journal.traces.get(request_id)
+
     def request(self, request_id: str) -> RequestState:
         """Return request ``request_id`` as it is now.
 
@@ -1082,9 +1091,7 @@ class ReplaySession:
         state = "pending" if last is None else _STATE_OF[last[0]]
         history = tuple(self._history.get(request_id, ()))
         engine = next((e.engine for e in reversed(history) if e.engine is not None), None)
-        return RequestState(
-            request_id, state, engine, history, self._run.journal.traces.get(request_id)
-        )
+        return RequestState(request_id, state, engine, history, self._trace(request_id))
 
     def in_flight(self) -> tuple[RequestState, ...]:
         """Every released request that has not ended, in release order."""

@@ -686,6 +686,11 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         heapq.heappush(self._timers, (when_ns, sequence, timer))
         return timer
 
+    def instant_events(self) -> int:
+        """Callbacks run since the clock reached the current instant (0: nothing has run at
+        this instant yet)."""
+        return self._events - self._instant_mark
+
     def instant_end_level(self) -> int | None:
         """The priority of the last :func:`simclock.instant_end` waiter released at the
         current instant, or ``None`` when none has been released since the clock moved here.

@@ -458,7 +458,7 @@ engines = [Engine(i, EngineConfig(num_blocks=40, block_size=16), FixedTiming(pre
 requests = [req(f"r{i}", 50 + 37 * i % 200, 5 + i % 17, hash_ids=[i % 3, i % 5],
                 arrival_ms=i * 3.5, trace_block=128) for i in range(60)]
 run_engines(engines, requests, route=lambda r: int(r.id[1:]) % 2)
-print(json.dumps([[t.request_id, t.token_times_ns, t.reused_input_tokens, t.num_preemptions]
+print(json.dumps([[t.request_id, list(t.token_times_ns), t.reused_input_tokens, t.num_preemptions]
                   for t in journal.traces.values()]))
 print(json.dumps([[e.time_ns, e.kind.value, e.request_id, e.engine] for e in journal.events]))
 """

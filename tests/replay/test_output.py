@@ -256,3 +256,24 @@ def test_pd_phases_appear_only_for_runs_with_handoffs(tmp_path: Path) -> None:
     engines = [(e.index, e.completed) for e in result.summary.engines]
     assert engines == [(1, 1)]  # counted on the decode engine
     assert "KV transfer (ms):" in format_table(result)
+
+
+def test_token_times_can_be_written_as_runs_or_left_out(tmp_path: Path) -> None:
+    write_outputs(_result(), tmp_path / "full")
+    write_outputs(_result(), tmp_path / "runs", token_times="runs")
+    write_outputs(_result(), tmp_path / "none", token_times="none")
+
+    def first(name: str) -> dict[str, object]:
+        lines = (tmp_path / name / "requests.jsonl").read_text().splitlines()
+        return dict(json.loads(lines[0]))
+
+    full, runs, none = first("full"), first("runs"), first("none")
+    assert full["token_times_ms"] == [50.0, 60.0, 70.0] and "token_time_runs_ms" not in full
+    assert runs["token_time_runs_ms"] == [[50.0, 10.0, 3]] and "token_times_ms" not in runs
+    assert "token_times_ms" not in none and "token_time_runs_ms" not in none
+    # the other fields keep their order and values
+    assert [k for k in full if k != "token_times_ms"] == [k for k in none]
+    for name in ("summary.json", "config.json"):
+        assert (tmp_path / "runs" / name).read_bytes() == (tmp_path / "full" / name).read_bytes()
+    with pytest.raises(ValueError, match="token_times: must be one of full, runs, none"):
+        write_outputs(_result(), tmp_path / "bad", token_times="some")  # type: ignore[arg-type]

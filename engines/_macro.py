@@ -1,0 +1,370 @@
+"""Macro-stepping: an engine jumps over a run of passes whose outcome is already determined.
+
+When every running request of an engine is in a steady decode step (it has sampled, has
+exactly its newest token to compute and no prompt work left), nothing waits and no
+reservation is queued, the next passes are determined until an input reaches the engine:
+each pass takes one decode step of every running request, requests leave when they reach
+their target, and every block a step starts is taken from the free queue. :class:`MacroRun`
+plans such a run in one step — the pass instants from the timing model in one call
+(:func:`~engines._pass.decode_run_times_ms`), the few steps that start or fill a block — and
+applies it lazily: :meth:`MacroRun.advance` brings the engine's state to exactly what the
+per-pass engine holds at a given instant, whenever something looks at it.
+
+Same-instant rules this relies on (REFERENCE-engine §3.1, made explicit by
+:class:`simclock.Deadline`): a pass that ends at ``t`` commits before anything else runs at
+``t``; the next pass starts at the engine's instant-end turn at ``t``. So at ``t`` an observer
+sees every pass ending at or before ``t`` committed, and the pass starting at ``t`` scheduled
+only once the engine's instant-end turn has come (``include_start``).
+
+A run ends early when an input reaches the engine (:meth:`MacroRun.truncate`): the input is
+seen at the next pass start the per-pass engine would reach, so the run keeps the passes
+already scheduled and the engine goes back to per-pass steps from there.
+"""
+
+from __future__ import annotations
+
+import math
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable
+from itertools import accumulate
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from simclock import InternalError
+
+from ._pass import DecodeRun, decode_run_times_ms
+from ._tokentimes import arithmetic_runs
+
+if TYPE_CHECKING:
+    from ._core import EngineCore, Seq
+
+__all__ = ("MIN_RUN_PASSES", "MacroRun")
+
+#: A run shorter than this is left to per-pass steps (nothing to gain).
+MIN_RUN_PASSES = 3
+
+_NO_HITS: list[int] = []
+
+
+class MacroRun:
+    """A planned run of steady decode passes of one engine, applied lazily.
+
+    State: ``scheduled`` passes have had their schedule phase applied (KV blocks, keys,
+    ``num_computed``, pass counters), ``committed`` passes their commit phase (tokens,
+    finishes); always ``committed <= scheduled <= committed + 1`` after :meth:`advance`.
+    The run is over when ``committed == passes``.
+
+    Attributes:
+        passes: the number of passes in the run (reduced by :meth:`truncate`).
+        starts: pass start instants (ns).
+        ends: pass end instants (ns).
+        scheduled: passes whose schedule phase is applied.
+        committed: passes whose commit phase is applied.
+    """
+
+    __slots__ = (
+        "_advancing",
+        "_batch",
+        "_busy",
+        "_c0",
+        "_core",
+        "_events",
+        "_finishes",
+        "_next_event",
+        "_next_finish",
+        "_out0",
+        "_publish",
+        "_seqs",
+        "committed",
+        "ends",
+        "passes",
+        "scheduled",
+        "starts",
+    )
+
+    def __init__(
+        self,
+        core: EngineCore,
+        publish: Callable[[int], None],
+        seqs: list[Seq],
+        starts: list[int],
+        ends: list[int],
+        busy: list[int],
+        events: list[tuple[int, int]],
+        finishes: list[int],
+    ) -> None:
+        self._core = core
+        self._publish = publish
+        self._advancing = False
+        self._seqs = seqs
+        self._c0 = [s.num_computed for s in seqs]
+        self._out0 = [s.num_output for s in seqs]
+        self._batch = list(range(len(seqs)))
+        self.starts = starts
+        self.ends = ends
+        self._busy = busy
+        self._events = events
+        self._next_event = 0
+        self._finishes = finishes
+        self._next_finish = 0
+        self.passes = len(starts)
+        self.scheduled = 0
+        self.committed = 0
+
+    # -- planning ------------------------------------------------------------------------------
+
+    @classmethod
+    def plan(cls, core: EngineCore, now_ns: int, publish: Callable[[int], None]) -> MacroRun | None:
+        """Plan a run starting at ``now_ns`` and schedule its first pass, or return ``None``.
+
+        The caller has checked that nothing waits and no reservation is queued. A run needs
+        every running request in a steady decode step, at least :data:`MIN_RUN_PASSES`
+        passes of positive, finite duration, and free blocks for every block its steps start
+        (frees by finishing requests are not counted on).
+        """
+        running = core.running
+        k = len(running)
+        if not k or k > core._max_tokens:
+            return None
+        e = core.block_size
+        out0 = [r.num_output for r in running]
+        if 0 in out0:
+            return None
+        c0 = [r.num_computed for r in running]
+        prompts = [r.prompt for r in running]
+        remaining = [r.target - r.num_output for r in running]
+        horizon = 0
+        for j, r in enumerate(running):
+            if r.pf or c0[j] != prompts[j] + out0[j] - 1 or len(r.blocks) * e < c0[j]:
+                return None
+            if remaining[j] > horizon:
+                horizon = remaining[j]
+        if horizon < MIN_RUN_PASSES:
+            return None
+        caching = core.caching
+        # the steps that start a block (allocation) or fill one (keying), in pass order
+        events: list[tuple[int, int]] = []
+        allocs: list[int] = []
+        for j, r in enumerate(running):
+            c = c0[j]
+            limit = remaining[j]
+            held = len(r.blocks)
+            i = held * e - c
+            while i < limit:
+                events.append((i, j))
+                allocs.append(i)
+                held += 1
+                i = held * e - c
+            if caching:
+                keyed = r.nkeyed
+                i = max(0, (keyed + 1) * e - c - 1)
+                while i < limit:
+                    events.append((i, j))
+                    keyed = (c + i + 1) // e
+                    i = (keyed + 1) * e - c - 1
+        passes = horizon
+        free = core.kv.free_count
+        if len(allocs) > free:
+            allocs.sort()
+            passes = min(passes, allocs[free])
+        if passes < MIN_RUN_PASSES:
+            return None
+        run = DecodeRun(
+            passes,
+            np.array(c0, dtype=np.int64),
+            np.array(prompts, dtype=np.int64),
+            np.array(out0, dtype=np.int64),
+            np.array(remaining, dtype=np.int64),
+            core.role,
+            core._kv_capacity,
+        )
+        ms = decode_run_times_ms(core.timing, run)
+        bad = ~((ms > 0.0) & (ms < math.inf))
+        if bad.any():
+            # a zero, invalid or infinite duration is left to the per-pass engine
+            passes = int(np.argmax(bad))
+            if passes < MIN_RUN_PASSES:
+                return None
+            ms = ms[:passes]
+        durations = np.rint(ms * 1_000_000).astype(np.int64)
+        if not (durations > 0).all():
+            return None
+        busy = durations.tolist()
+        ends = list(accumulate(busy, initial=now_ns))
+        starts = ends[:-1]
+        del ends[0]
+        events.sort()
+        if events and events[-1][0] >= passes:
+            del events[bisect_left(events, (passes, -1)) :]
+        finishes = sorted({d - 1 for d in remaining if d <= passes})
+        plan = cls(
+            core,
+            publish,
+            list(running),
+            starts,
+            ends,
+            list(accumulate(busy, initial=0)),
+            events,
+            finishes,
+        )
+        plan._schedule(1)
+        return plan
+
+    # -- queries -------------------------------------------------------------------------------
+
+    def next_wake_ns(self) -> int:
+        """When the engine must act next: the end of the next pass in which a request
+        finishes, or the end of the run."""
+        finishes = self._finishes
+        i = self._next_finish
+        while i < len(finishes) and finishes[i] < self.committed:
+            i += 1
+        self._next_finish = i
+        if i < len(finishes) and finishes[i] < self.passes:
+            return self.ends[finishes[i]]
+        return self.ends[self.passes - 1]
+
+    @property
+    def done(self) -> bool:
+        """Whether every pass of the run is committed."""
+        return self.committed >= self.passes
+
+    @property
+    def in_pass(self) -> bool:
+        """Whether a pass is in flight (scheduled, not committed)."""
+        return self.scheduled > self.committed
+
+    # -- applying the run ----------------------------------------------------------------------
+
+    def advance(self, now_ns: int, *, include_end: bool, include_start: bool) -> None:
+        """Bring the engine to its per-pass state at ``now_ns``.
+
+        Commits every pass ending before ``now_ns`` — and the pass ending exactly then when
+        ``include_end`` — and schedules every pass starting before it — and the pass starting
+        exactly at ``now_ns`` when ``include_start`` (the engine's instant-end turn at
+        ``now_ns`` has come).
+
+        A call made while the run is being applied (a subscriber of an event the commit
+        records, reading the engine) returns at once: the engine is then exactly where the
+        per-pass engine is in the middle of that commit.
+        """
+        if self._advancing:
+            return
+        self._advancing = True
+        try:
+            self._advance(now_ns, include_end, include_start)
+        finally:
+            self._advancing = False
+
+    def _advance(self, now_ns: int, include_end: bool, include_start: bool) -> None:
+        ends = self.ends
+        starts = self.starts
+        while True:
+            # ``passes`` may shrink while a commit runs (an input truncates the run)
+            passes = self.passes
+            if include_end:
+                target_commit = bisect_right(ends, now_ns, 0, passes)
+            else:
+                target_commit = bisect_left(ends, now_ns, 0, passes)
+            first = self.committed
+            if first >= target_commit:
+                break
+            finish = self._finish_at_or_after(first)
+            silent_end = min(target_commit, finish)
+            if first < silent_end:
+                if self.scheduled < silent_end:
+                    self._schedule(silent_end)
+                self._commit_silent(silent_end)
+                self._publish(ends[silent_end - 1])
+                continue
+            # ``first == finish``: a pass in which requests finish, committed exactly as the
+            # per-pass engine commits it
+            if self.scheduled <= finish:
+                self._schedule(finish + 1)
+            self._commit_finishing(finish)
+            self._publish(ends[finish])
+        passes = self.passes
+        if include_start:
+            target_sched = bisect_right(starts, now_ns, 0, passes)
+        else:
+            target_sched = bisect_left(starts, now_ns, 0, passes)
+        if self.scheduled < target_sched:
+            self._schedule(target_sched)
+
+    def truncate(self) -> None:
+        """An input reached the engine (after :meth:`advance` to now): end the run at the
+        next pass start, keeping the pass in flight, and drop requests that left."""
+        self.passes = max(self.scheduled, self.committed)
+        seqs = self._seqs
+        self._batch = [j for j in self._batch if seqs[j].state == "running"]
+
+    def _finish_at_or_after(self, first: int) -> int:
+        finishes = self._finishes
+        i = bisect_left(finishes, first)
+        return finishes[i] if i < len(finishes) else self.passes
+
+    def _schedule(self, stop: int) -> None:
+        """Apply the schedule phase of passes ``scheduled .. stop - 1`` (no finish among the
+        passes committed meanwhile: the caller commits those first)."""
+        core = self._core
+        first = self.scheduled
+        events = self._events
+        n = self._next_event
+        if n < len(events) and events[n][0] < stop:
+            kv = core.kv
+            e = core.block_size
+            caching = core.caching
+            seqs = self._seqs
+            c0 = self._c0
+            out0 = self._out0
+            while n < len(events):
+                i, j = events[n]
+                if i >= stop:
+                    break
+                n += 1
+                s = seqs[j]
+                if s.state != "running":
+                    continue
+                end = c0[j] + i + 1
+                blocks = s.blocks
+                if end > len(blocks) * e and not kv.allocate(blocks, _NO_HITS, 1):
+                    raise InternalError(f"macro-step could not allocate a block for {s.rid!r}")
+                if caching and end // e > s.nkeyed:
+                    kept = s.num_output
+                    s.num_output = out0[j] + i
+                    core._cache_full(s, end)
+                    s.num_output = kept
+            self._next_event = n
+        count = stop - first
+        for j in self._batch:
+            self._seqs[j].num_computed = self._c0[j] + stop
+        core.passes += count
+        core.busy_ns += self._busy[stop] - self._busy[first]
+        self.scheduled = stop
+
+    def _commit_silent(self, stop: int) -> None:
+        """Commit passes ``committed .. stop - 1``, in none of which a request finishes."""
+        first = self.committed
+        count = stop - first
+        runs = arithmetic_runs(self.ends[first:stop])
+        seqs = self._seqs
+        out0 = self._out0
+        for j in self._batch:
+            s = seqs[j]
+            s.times.extend_runs(runs)
+            s.num_output = out0[j] + stop
+            s.dec -= count
+        core = self._core
+        core.decode_outstanding -= len(self._batch) * count
+        self.committed = stop
+
+    def _commit_finishing(self, i: int) -> None:
+        """Commit pass ``i``, in which some requests reach their target, as the per-pass
+        engine commits a pass of steady decode steps."""
+        core = self._core
+        seqs = self._seqs
+        entries = [seqs[j] for j in self._batch]
+        core.commit_steady_pass(entries, self.ends[i])
+        self._batch = [j for j in self._batch if seqs[j].state == "running"]
+        self.committed = i + 1

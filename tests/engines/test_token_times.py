@@ -1,0 +1,57 @@
+"""Token instants as runs of equal spacing: the same sequence, however it was added."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from engines._tokentimes import TokenTimes, arithmetic_runs
+
+increasing = st.lists(st.integers(0, 50), max_size=60).map(
+    lambda gaps: [sum(gaps[: i + 1]) for i in range(len(gaps))]
+)
+
+
+@given(increasing)
+def test_appended_instants_read_back_exactly(times: list[int]) -> None:
+    held = TokenTimes(times)
+    assert len(held) == len(times)
+    assert list(held) == times
+    assert held == times and held == tuple(times)
+    assert held.array().tolist() == times
+    for i in range(len(times)):
+        assert held[i] == times[i]
+        assert held[-1 - i] == times[-1 - i]
+    assert held[1:3] == times[1:3]
+
+
+@given(increasing, st.lists(st.tuples(st.integers(1, 40), st.integers(0, 9), st.integers(1, 9))))
+def test_runs_added_at_once_equal_runs_added_one_by_one(
+    times: list[int], pieces: list[tuple[int, int, int]]
+) -> None:
+    one_by_one = TokenTimes(times)
+    at_once = TokenTimes(times)
+    last = times[-1] if times else 0
+    for gap, step, count in pieces:
+        start = last + gap
+        run = [start + step * k for k in range(count)]
+        if step == 0:
+            run = [start + k for k in range(count)]  # strictly increasing
+            at_once.extend(run)
+        else:
+            at_once.extend_run(start, step, count)
+        one_by_one.extend(run)
+        last = run[-1]
+    assert at_once.runs() == one_by_one.runs()
+    assert list(at_once) == list(one_by_one)
+    assert at_once == one_by_one
+
+
+def test_equal_spacing_is_one_run() -> None:
+    held = TokenTimes([50, 60, 70, 80])
+    held.extend_run(90, 10, 100)
+    assert held.runs() == [(50, 10, 104)]
+    held.append(1100)
+    held.append(1150)
+    assert held.runs() == [(50, 10, 104), (1100, 50, 2)]
+    assert arithmetic_runs([1, 2, 4, 6, 7]) == [(1, 1, 2), (4, 2, 2), (7, 0, 1)]
