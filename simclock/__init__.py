@@ -13,16 +13,20 @@ from ._clock import sleep as sleep
 from ._clock import sleep_ns as sleep_ns
 from ._clock import sleep_until as sleep_until
 from ._clock import sleep_until_ns as sleep_until_ns
+from ._exceptions import BlockingCallError as BlockingCallError
 from ._exceptions import ClockConfigError as ClockConfigError
+from ._exceptions import ClockRangeError as ClockRangeError
 from ._exceptions import DeadlockError as DeadlockError
 from ._exceptions import InternalError as InternalError
 from ._exceptions import LivelockError as LivelockError
 from ._exceptions import NonFiniteWakeupError as NonFiniteWakeupError
 from ._exceptions import NotVirtualLoopError as NotVirtualLoopError
 from ._exceptions import RealIOError as RealIOError
+from ._exceptions import RealThreadError as RealThreadError
 from ._exceptions import SimulationError as SimulationError
 from ._exceptions import StaleWakeupError as StaleWakeupError
 from ._exceptions import StalledWaiterError as StalledWaiterError
+from ._exceptions import VirtualTimeLimitError as VirtualTimeLimitError
 from ._exceptions import WakeupError as WakeupError
 from ._inspect import InstantEndWaiter as InstantEndWaiter
 from ._inspect import LoopSnapshot as LoopSnapshot
@@ -37,6 +41,7 @@ from ._logging import get_logger as get_logger
 from ._logging import log_context as log_context
 from ._loop import DEFAULT_LIVELOCK_BUDGET as DEFAULT_LIVELOCK_BUDGET
 from ._loop import DEFAULT_STALL_BUDGET as DEFAULT_STALL_BUDGET
+from ._loop import MAX_TIME_NS as MAX_TIME_NS
 from ._loop import VirtualEventLoop as VirtualEventLoop
 from ._run import new_event_loop as new_event_loop
 from ._run import run as run
@@ -45,7 +50,10 @@ from ._version import __version__ as __version__
 __all__ = (
     "DEFAULT_LIVELOCK_BUDGET",
     "DEFAULT_STALL_BUDGET",
+    "MAX_TIME_NS",
+    "BlockingCallError",
     "ClockConfigError",
+    "ClockRangeError",
     "Deadline",
     "DeadlockError",
     "InstantEndWaiter",
@@ -57,12 +65,14 @@ __all__ = (
     "NotVirtualLoopError",
     "PendingTimer",
     "RealIOError",
+    "RealThreadError",
     "SimulationError",
     "StaleWakeupError",
     "StalledWaiterError",
     "StepEvent",
     "TaskInfo",
     "VirtualEventLoop",
+    "VirtualTimeLimitError",
     "WakeupError",
     "WakeupKind",
     "__version__",

@@ -14,7 +14,7 @@ import math
 
 from ._exceptions import NonFiniteWakeupError, NotVirtualLoopError
 from ._inspect import WakeupKind
-from ._loop import MAX_DEADLINE_RANK, VirtualEventLoop, _Timer, delay_to_ns
+from ._loop import MAX_DEADLINE_RANK, MAX_TIME_NS, VirtualEventLoop, _Timer, delay_to_ns
 
 __all__ = (
     "Deadline",
@@ -28,6 +28,7 @@ __all__ = (
 
 _get_running_loop = asyncio._get_running_loop
 _Future = asyncio.Future
+_MAX = MAX_TIME_NS
 
 
 def _virtual_loop(function: str) -> VirtualEventLoop:
@@ -81,6 +82,7 @@ async def sleep_until_ns(when_ns: int, *, waiter: str, kind: WakeupKind = Wakeup
     Raises:
         NonFiniteWakeupError: ``when_ns`` is a NaN or infinite float.
         StaleWakeupError: ``when_ns`` is earlier than now.
+        ClockRangeError: the instant is past :data:`simclock.MAX_TIME_NS`.
         StalledWaiterError: ``waiter`` asked for the current instant too many times.
         NotVirtualLoopError: no :class:`VirtualEventLoop` is running.
         TypeError: ``when_ns`` is not an int.
@@ -91,6 +93,8 @@ async def sleep_until_ns(when_ns: int, *, waiter: str, kind: WakeupKind = Wakeup
     when = when_ns if type(when_ns) is int else _check_int("when_ns", when_ns, waiter, loop)
     if when <= loop._now_ns:
         loop._check_wakeup(when, waiter, when_ns, f"{when} ns")
+    elif when > _MAX:
+        loop._refuse_out_of_range(when, waiter, when_ns, f"{when} ns")
     future: asyncio.Future[None] = _Future(loop=loop)
     timer = loop._wakeup_timer(when, future, waiter, kind)
     try:
@@ -111,6 +115,7 @@ async def sleep_ns(delay_ns: int, *, waiter: str, kind: WakeupKind = WakeupKind.
     Raises:
         NonFiniteWakeupError: ``delay_ns`` is a NaN or infinite float.
         StaleWakeupError: ``delay_ns`` is negative.
+        ClockRangeError: the instant is past :data:`simclock.MAX_TIME_NS`.
         StalledWaiterError: ``waiter`` asked for the current instant too many times.
         NotVirtualLoopError: no :class:`VirtualEventLoop` is running.
         TypeError: ``delay_ns`` is not an int.
@@ -122,6 +127,8 @@ async def sleep_ns(delay_ns: int, *, waiter: str, kind: WakeupKind = WakeupKind.
     when = loop._now_ns + delay
     if delay <= 0:
         loop._check_wakeup(when, waiter, delay_ns, f"{when} ns (a delay of {delay} ns)")
+    elif when > _MAX:
+        loop._refuse_out_of_range(when, waiter, delay_ns, f"{when} ns (a delay of {delay} ns)")
     future: asyncio.Future[None] = _Future(loop=loop)
     timer = loop._wakeup_timer(when, future, waiter, kind)
     try:
@@ -161,6 +168,7 @@ async def sleep_until(when_s: float, *, waiter: str, kind: WakeupKind = WakeupKi
     Raises:
         NonFiniteWakeupError: ``when_s`` is NaN or infinite.
         StaleWakeupError: ``when_s`` is earlier than now.
+        ClockRangeError: the instant is past :data:`simclock.MAX_TIME_NS`.
         StalledWaiterError: ``waiter`` asked for the current instant too many times.
         NotVirtualLoopError: no :class:`VirtualEventLoop` is running.
         TypeError: ``when_s`` is not a number.
@@ -173,6 +181,8 @@ async def sleep_until(when_s: float, *, waiter: str, kind: WakeupKind = WakeupKi
     when = loop._seconds_to_ns(value) or loop._now_ns
     if when <= loop._now_ns:
         loop._check_wakeup(when, waiter, when_s, f"{value!r} s ({when} ns)")
+    elif when > _MAX:
+        loop._refuse_out_of_range(when, waiter, when_s, f"{value!r} s")
     future: asyncio.Future[None] = _Future(loop=loop)
     timer = loop._wakeup_timer(when, future, waiter, kind)
     try:
@@ -193,6 +203,7 @@ async def sleep(delay_s: float, *, waiter: str, kind: WakeupKind = WakeupKind.OT
     Raises:
         NonFiniteWakeupError: ``delay_s`` is NaN or infinite.
         StaleWakeupError: ``delay_s`` is negative.
+        ClockRangeError: the instant is past :data:`simclock.MAX_TIME_NS`.
         StalledWaiterError: ``waiter`` asked for the current instant too many times.
         NotVirtualLoopError: no :class:`VirtualEventLoop` is running.
         TypeError: ``delay_s`` is not a number.
@@ -202,6 +213,8 @@ async def sleep(delay_s: float, *, waiter: str, kind: WakeupKind = WakeupKind.OT
     when = loop._now_ns + delay_to_ns(value)
     if when <= loop._now_ns:
         loop._check_wakeup(when, waiter, delay_s, f"{when} ns (a delay of {value!r} s)")
+    elif when > _MAX:
+        loop._refuse_out_of_range(when, waiter, delay_s, f"a delay of {value!r} s")
     future: asyncio.Future[None] = _Future(loop=loop)
     timer = loop._wakeup_timer(when, future, waiter, kind)
     try:
@@ -281,10 +294,13 @@ class Deadline:
         Raises:
             StaleWakeupError: ``when_ns`` is earlier than now.
             StalledWaiterError: the waiter asked for the current instant too many times.
+            ClockRangeError: ``when_ns`` is past :data:`simclock.MAX_TIME_NS`.
         """
         loop = self._loop
         if when_ns <= loop._now_ns:
             loop._check_wakeup(when_ns, self.waiter, when_ns, f"{when_ns} ns")
+        elif when_ns > _MAX:
+            loop._refuse_out_of_range(when_ns, self.waiter, when_ns, f"{when_ns} ns")
         future: asyncio.Future[None] = _Future(loop=loop)
         self._future = future
         self._timer = loop._deadline_timer(when_ns, future, self.waiter, self.rank)
@@ -302,6 +318,7 @@ class Deadline:
 
         Raises:
             StaleWakeupError: ``when_ns`` is earlier than now.
+            ClockRangeError: ``when_ns`` is past :data:`simclock.MAX_TIME_NS`.
         """
         future = self._future
         timer = self._timer
@@ -310,5 +327,7 @@ class Deadline:
         loop = self._loop
         if when_ns < loop._now_ns:
             loop._check_wakeup(when_ns, self.waiter, when_ns, f"{when_ns} ns")
+        elif when_ns > _MAX:
+            loop._refuse_out_of_range(when_ns, self.waiter, when_ns, f"{when_ns} ns")
         timer.cancel()
         self._timer = loop._deadline_timer(when_ns, future, self.waiter, self.rank)

@@ -9,16 +9,20 @@ that do not know about simclock.
 from __future__ import annotations
 
 __all__ = (
+    "BlockingCallError",
     "ClockConfigError",
+    "ClockRangeError",
     "DeadlockError",
     "InternalError",
     "LivelockError",
     "NonFiniteWakeupError",
     "NotVirtualLoopError",
     "RealIOError",
+    "RealThreadError",
     "SimulationError",
     "StaleWakeupError",
     "StalledWaiterError",
+    "VirtualTimeLimitError",
     "WakeupError",
 )
 
@@ -65,6 +69,14 @@ class NonFiniteWakeupError(WakeupError, ValueError):
 
 class StaleWakeupError(WakeupError, ValueError):
     """A wakeup was requested at an instant earlier than the current virtual time."""
+
+
+class ClockRangeError(WakeupError, ValueError):
+    """A wakeup was requested past the end of the clock's range.
+
+    Virtual time is an int64 count of nanoseconds: no instant after ``2**63 - 1`` ns (about
+    292 years) exists. A wakeup at ``+inf`` is not past the range: it never fires.
+    """
 
 
 class StalledWaiterError(WakeupError, RuntimeError):
@@ -117,3 +129,61 @@ class RealIOError(SimulationError, RuntimeError):
             "replace it with an in-memory fake (for example an asyncio.Queue)"
         )
         self.call = call
+
+
+class VirtualTimeLimitError(SimulationError, RuntimeError):
+    """The clock would pass the run's end of virtual time (``end_s`` / ``end_ns``).
+
+    Raised instead of advancing the clock, so a run kept alive by a periodic task (a
+    heartbeat hiding a deadlock) fails instead of running for ever.
+
+    Attributes:
+        now_ns: the virtual instant the loop stopped at.
+        end_ns: the end of virtual time the run was given.
+        next_ns: the instant of the next pending event, past ``end_ns``.
+        blocked: one line per unfinished task, naming the task and what it waits on.
+    """
+
+    def __init__(
+        self, message: str, *, now_ns: int, end_ns: int, next_ns: int, blocked: tuple[str, ...]
+    ) -> None:
+        super().__init__(message)
+        self.now_ns = now_ns
+        self.end_ns = end_ns
+        self.next_ns = next_ns
+        self.blocked = blocked
+
+
+class RealThreadError(SimulationError, RuntimeError):
+    """A real thread tried to call into a virtual event loop.
+
+    Threads run in real time, which the virtual clock never waits for: a callback handed
+    over from another thread (``call_soon_threadsafe``, ``asyncio.run_coroutine_threadsafe``,
+    ``anyio.from_thread``) would land at an instant that depends on the machine's speed.
+
+    Attributes:
+        call: the refused call, e.g. ``"call_soon_threadsafe(Future.set_result)"``.
+        thread: the name of the calling thread.
+    """
+
+    def __init__(self, message: str, *, call: str, thread: str) -> None:
+        super().__init__(message)
+        self.call = call
+        self.thread = thread
+
+
+class BlockingCallError(SimulationError, RuntimeError):
+    """A blocking real-time call was made inside a virtual run that refuses it.
+
+    Raised by ``time.sleep`` while the wall-clock functions read the virtual clock
+    (``patch_time``), and by blocking socket connects and subprocesses in strict mode.
+
+    Attributes:
+        call: the refused call, e.g. ``"time.sleep(0.5)"``.
+        caller: where it was called from, as ``file:line in function``.
+    """
+
+    def __init__(self, message: str, *, call: str, caller: str) -> None:
+        super().__init__(message)
+        self.call = call
+        self.caller = caller

@@ -21,6 +21,12 @@ they were scheduled, with one exception: an engine deadline (:class:`simclock.De
 sorts before every other timer due at the same instant, lowest rank first, so every engine
 pass that ends at an instant commits before anything else runs then, in engine order.
 Nothing on this path depends on ``id()``, ``hash()`` or set order.
+
+A loop given a ``seed`` changes one thing, rule 2: each batch of ready callbacks runs in an
+order permuted by a generator seeded with it (callbacks woken by engine-deadline timers keep
+their place at the head of the batch). Same seed, same order; no seed, first in first out.
+The clock never passes ``end_ns``: the jump of rule 4 past it raises
+:class:`VirtualTimeLimitError` instead.
 """
 
 from __future__ import annotations
@@ -39,15 +45,21 @@ from asyncio import events, futures
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar, TypeVarTuple
 
+import numpy as np
+
+from ._diagnostics import interrupt_note, thread_notes, time_limit_error
 from ._exceptions import (
     ClockConfigError,
+    ClockRangeError,
     DeadlockError,
     InternalError,
     LivelockError,
     NonFiniteWakeupError,
     RealIOError,
+    RealThreadError,
     StaleWakeupError,
     StalledWaiterError,
+    VirtualTimeLimitError,
 )
 from ._inspect import (
     InstantEndWaiter,
@@ -65,6 +77,7 @@ from ._inspect import (
 __all__ = (
     "DEFAULT_LIVELOCK_BUDGET",
     "DEFAULT_STALL_BUDGET",
+    "MAX_TIME_NS",
     "VirtualEventLoop",
 )
 
@@ -76,6 +89,9 @@ DEFAULT_STALL_BUDGET = 1000
 
 DEFAULT_LIVELOCK_BUDGET = 1_000_000
 """Default number of events the loop may run at one virtual instant before it is a livelock."""
+
+MAX_TIME_NS = 2**63 - 1
+"""The last instant of the clock's range: virtual time is an int64 count of nanoseconds."""
 
 _LIVELOCK_WINDOW = 1000
 """Events watched, after the livelock budget is spent, to name the busiest waiters."""
@@ -213,16 +229,55 @@ def _refuse(name: str) -> Any:
     return refused
 
 
-def _check_options(start_ns: object, stall_budget: object, livelock_budget: object) -> str | None:
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _check_options(
+    start_ns: object,
+    stall_budget: object,
+    livelock_budget: object,
+    *,
+    end_ns: object = None,
+    seed: object = None,
+) -> str | None:
     """The problem with the loop options, or ``None`` when they are fine."""
-    if isinstance(start_ns, bool) or not isinstance(start_ns, int) or start_ns < 0:
+    if not _is_int(start_ns) or start_ns < 0:  # type: ignore[operator]
         return f"start_ns must be an int >= 0, got {start_ns!r}"
+    if start_ns > MAX_TIME_NS:  # type: ignore[operator]
+        return f"start_ns must be at most 2**63 - 1 (the clock's range), got {start_ns!r}"
+    if end_ns is not None and (
+        not _is_int(end_ns) or not start_ns <= end_ns <= MAX_TIME_NS  # type: ignore[operator]
+    ):
+        return f"end_ns must be an int from start_ns ({start_ns}) to 2**63 - 1, got {end_ns!r}"
+    if seed is not None and (not _is_int(seed) or seed < 0):  # type: ignore[operator]
+        return f"seed must be an int >= 0 or None, got {seed!r}"
     for name, budget in (("stall_budget", stall_budget), ("livelock_budget", livelock_budget)):
         if budget is not None and (
             isinstance(budget, bool) or not isinstance(budget, int) or budget < 1
         ):
             return f"{name} must be an int >= 1 or None, got {budget!r}"
     return None
+
+
+def _end_s_to_ns(end_s: object, end_ns: object, start_ns: int) -> tuple[int | None, str | None]:
+    """``end_s`` as integer nanoseconds, or the problem with it."""
+    if end_ns is not None:
+        return None, "give end_ns or end_s, not both"
+    if (
+        isinstance(end_s, bool)
+        or not isinstance(end_s, (int, float))
+        or not math.isfinite(end_s)
+        or end_s < 0
+    ):
+        return None, f"end_s must be a finite number of seconds >= 0, got {end_s!r}"
+    when = delay_to_ns(end_s)
+    if not start_ns <= when <= MAX_TIME_NS:
+        return None, (
+            f"end_s must be from the start ({start_ns / _NS_PER_S:g} s) to the end of the "
+            f"clock's range (2**63 - 1 ns), got {end_s!r}"
+        )
+    return when, None
 
 
 class VirtualEventLoop(asyncio.BaseEventLoop):
@@ -253,6 +308,14 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         livelock_budget: how many events may run at one virtual instant before
             :class:`LivelockError` is raised; ``None`` disables the check. Default
             :data:`DEFAULT_LIVELOCK_BUDGET` (1,000,000).
+        end_ns: the end of virtual time, in nanoseconds: when the clock would jump past it,
+            the run raises :class:`VirtualTimeLimitError` listing every unfinished task.
+            ``None`` (the default) leaves only the clock's range, :data:`MAX_TIME_NS`.
+        end_s: the same instant in seconds (rounded to the nearest nanosecond); give
+            ``end_ns`` or ``end_s``, not both.
+        seed: when given, each batch of ready callbacks runs in an order permuted by a
+            generator seeded with it, instead of first in first out (schedule exploration;
+            see the module documentation). ``None`` (the default) keeps FIFO.
 
     Raises:
         ClockConfigError: an option is out of range.
@@ -271,8 +334,13 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         start_ns: int = 0,
         stall_budget: int | None = DEFAULT_STALL_BUDGET,
         livelock_budget: int | None = DEFAULT_LIVELOCK_BUDGET,
+        end_ns: int | None = None,
+        end_s: float | None = None,
+        seed: int | None = None,
     ) -> None:
-        problem = _check_options(start_ns, stall_budget, livelock_budget)
+        problem = _check_options(start_ns, stall_budget, livelock_budget, end_ns=end_ns, seed=seed)
+        if problem is None and end_s is not None:
+            end_ns, problem = _end_s_to_ns(end_s, end_ns, start_ns)
         super().__init__()
         if problem is not None:
             self._closed = True  # nothing to release; keeps __del__ quiet
@@ -295,6 +363,12 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         self._clock_advances = 0
         self._instant_end_wakeups = 0
         self._wakeup_context = contextvars.Context()
+        self._end_ns: int = MAX_TIME_NS if end_ns is None else end_ns
+        self._seed = seed
+        self._rng = None if seed is None else np.random.default_rng(seed)
+        self._home_thread = threading.get_ident()
+        self._thread_refusals: list[str] = []
+        self._report_interrupt_to_stderr = True
         # A C-level callable instead of a Python method: asyncio.sleep and every queue
         # and lock call it, and the loop's cost per event is what the benchmark measures.
         self.create_future = functools.partial(asyncio.Future, loop=self)  # type: ignore[method-assign]
@@ -319,6 +393,8 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
     def _advance(self, when_ns: int) -> None:
         if when_ns < self._now_ns:
             raise InternalError(f"clock would go back from {self._now_ns} ns to {when_ns} ns")
+        if when_ns > self._end_ns:
+            raise self._time_limit_error(when_ns)
         if when_ns != self._now_ns:
             self._now_ns = when_ns
             self._now_s = when_ns / _NS_PER_S
@@ -362,7 +438,7 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         """Schedule ``callback(*args)`` ``delay`` seconds of virtual time from now.
 
         A negative delay (even ``-inf``) runs at the current instant, as in asyncio;
-        ``+inf`` never fires.
+        ``+inf``, and any delay that ends past :data:`MAX_TIME_NS`, never fires.
 
         Raises:
             NonFiniteWakeupError: ``delay`` is NaN.
@@ -370,7 +446,7 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         if delay > 0.0:
             if delay == _INF:
                 return self._schedule(None, callback, args, context, None, None)
-            if self._closed or self._debug or delay > 1e12:
+            if self._closed or self._debug or delay > 1e9:
                 return self._schedule(
                     self._now_ns + (delay_to_ns(delay) or 1),
                     callback,
@@ -422,8 +498,8 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
     ) -> events.TimerHandle:
         """Schedule ``callback(*args)`` at virtual time ``when`` (seconds, as :meth:`time`).
 
-        An instant in the past runs at the current instant; ``+inf`` never fires and
-        ``-inf`` runs now.
+        An instant in the past runs at the current instant; ``+inf`` (and any instant past
+        :data:`MAX_TIME_NS`) never fires and ``-inf`` runs now.
 
         Raises:
             NonFiniteWakeupError: ``when`` is NaN.
@@ -473,6 +549,11 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
     ) -> _Timer:
         if self._closed:
             raise RuntimeError("Event loop is closed")
+        if when_ns is not None and when_ns > MAX_TIME_NS:
+            # Past the end of the clock's range: never, like +inf. Libraries use huge
+            # timeouts (sys.maxsize seconds) to mean "no timeout"; simclock's own wakeups
+            # refuse such instants at the call instead (ClockRangeError).
+            when_ns = None
         sequence = next(self._sequence)
         timer = _Timer(when_ns, sequence, callback, args, self, context, waiter, kind)
         if when_ns is None:
@@ -502,10 +583,40 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         *args: *_Ts,
         context: contextvars.Context | None = None,
     ) -> events.Handle:
-        """Like :meth:`call_soon`; the virtual loop never blocks, so no wakeup is needed."""
+        """Like :meth:`call_soon`, from the thread that runs the loop (or a signal handler).
+
+        Raises:
+            RealThreadError: called from another thread. Threads run in real time, which
+                the virtual clock never waits for; the refusal is also reported by the loop
+                when it deadlocks or reaches its end of virtual time.
+        """
+        if self._closed:
+            raise RuntimeError("Event loop is closed")
+        current = threading.current_thread()
+        if current.ident != self._home_thread:
+            call = f"call_soon_threadsafe({describe_callback(callback)})"
+            self._thread_refusals.append(f"{call} from thread {current.name!r}")
+            raise RealThreadError(
+                f"VirtualEventLoop.{call} was called from thread {current.name!r}, not the "
+                "thread that runs the loop: real threads have no virtual time, so a callback "
+                "handed over from one would land at a machine-dependent instant; run the "
+                "function inline (loop.run_in_executor, asyncio.to_thread) instead",
+                call=call,
+                thread=current.name,
+            )
         handle = events.Handle(callback, args, self, context)
         self._ready.append(handle)
         return handle
+
+    def _refuse_out_of_range(self, when_ns: int, waiter: str, requested: object, text: str) -> None:
+        """Raise :class:`ClockRangeError` for a wakeup past :data:`MAX_TIME_NS`."""
+        raise ClockRangeError(
+            f"wakeup out of range for waiter {waiter!r}: requested {text}, past the end of "
+            f"the clock's range (2**63 - 1 ns, about 292 years); now is {self._now_ns} ns",
+            waiter=waiter,
+            requested=requested,
+            now_ns=self._now_ns,
+        )
 
     def _write_to_self(self) -> None:
         # The virtual loop never blocks waiting for I/O, so there is nothing to wake up.
@@ -603,13 +714,16 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         self._set_coroutine_origin_tracking(self._debug)  # type: ignore[attr-defined]
         old_hooks = sys.get_asyncgen_hooks()
         try:
-            self._thread_id = threading.get_ident()
+            self._thread_id = self._home_thread = threading.get_ident()
             sys.set_asyncgen_hooks(
                 firstiter=self._asyncgen_firstiter_hook,  # type: ignore[attr-defined]
                 finalizer=self._asyncgen_finalizer_hook,  # type: ignore[attr-defined]
             )
             events._set_running_loop(self)
             yield
+        except KeyboardInterrupt as exc:
+            self._report_interrupt(exc)
+            raise
         finally:
             self._stopping = False
             self._thread_id = None
@@ -623,11 +737,29 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         Raises:
             DeadlockError: nothing is ready, no timer is pending and the loop was not stopped.
             LivelockError: more than ``livelock_budget`` events ran at one virtual instant.
+            VirtualTimeLimitError: the clock would jump past ``end_ns``.
         """
         with self._running():
-            self._run_until_stopped()
+            if self._rng is None:
+                self._run_until_stopped()
+            else:
+                self._run_until_stopped_stepwise()
+
+    def _run_until_stopped_stepwise(self) -> None:
+        """The run loop of a seeded loop: :meth:`_run_one` until stopped, batch by batch."""
+        __tracebackhide__ = True  # pytest: a failure shows the test's frames, not this loop
+        while True:
+            if self._run_one(advance=not self._stopping) is None:
+                if self._stopping:
+                    break
+                raise self._deadlock_error()
+            if self._events - self._instant_mark > self._livelock_budget:
+                self._raise_livelock()
+            if self._stopping and not self._batch_left:
+                break
 
     def _run_until_stopped(self) -> None:
+        __tracebackhide__ = True  # pytest: a failure shows the test's frames, not this loop
         # The hot loop. It inlines Handle._run, moving due timers and advancing the clock,
         # and must keep exactly the order of _run_one (the stepping path); tests compare them.
         ready = self._ready
@@ -638,6 +770,7 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         set_unless_cancelled = _set_result_unless_cancelled
         wake = _wake
         budget = self._livelock_budget
+        end_ns = self._end_ns
         ntodo = self._batch_left
         self._batch_left = 0
         while True:
@@ -681,6 +814,8 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
                         raise self._deadlock_error()
                     # self._advance inlined; the heap top is the earliest live timer.
                     now = timers[0][0]
+                    if now > end_ns:
+                        raise self._time_limit_error(now)
                     self._now_ns = now
                     self._now_s = now / _NS_PER_S
                     self._clock_advances += 1
@@ -758,6 +893,7 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         while True:
             if not self._batch_left:
                 now = self._now_ns
+                pinned = 0
                 while timers and timers[0][0] <= now:
                     timer = heapq.heappop(timers)[2]
                     if timer._cancelled:
@@ -776,6 +912,10 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
                             self._report_callback_error(timer, exc)
                     else:
                         ready.append(timer)
+                    if timer._kind is WakeupKind.ENGINE_DEADLINE:
+                        pinned = len(ready)
+                if self._rng is not None and len(ready) - pinned > 1:
+                    self._permute_ready(pinned)
                 self._batch_left = len(ready)
                 if not self._batch_left:
                     if not advance and not any(not e[2].done() for e in self._instant_end):
@@ -796,6 +936,22 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
             except BaseException as exc:
                 self._report_callback_error(handle, exc)
             return label
+
+    def _permute_ready(self, pinned: int) -> None:
+        """Seeded mode: shuffle the ready queue after its first ``pinned`` callbacks.
+
+        The pinned head holds what engine-deadline timers woke, which keeps its place.
+        """
+        ready = self._ready
+        batch = list(ready)
+        tail = batch[pinned:]
+        rng = self._rng
+        if rng is None:
+            raise InternalError("the ready queue is permuted only by a seeded loop")
+        order = rng.permutation(len(tail))
+        ready.clear()
+        ready.extend(batch[:pinned])
+        ready.extend(tail[int(i)] for i in order)
 
     def _report_callback_error(self, handle: Any, exc: BaseException) -> None:
         self.call_exception_handler(
@@ -854,7 +1010,30 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
             )
         else:
             message = f"{head}, but the loop still waits on a future nothing will complete"
-        return DeadlockError(message, now_ns=self._now_ns, blocked=blocked)
+        return DeadlockError(
+            message + self._thread_notes(blocked), now_ns=self._now_ns, blocked=blocked
+        )
+
+    def _thread_notes(self, blocked: tuple[str, ...]) -> str:
+        return thread_notes(blocked, self._thread_refusals)
+
+    def _time_limit_error(self, next_ns: int) -> VirtualTimeLimitError:
+        return time_limit_error(
+            self._unfinished_tasks(),
+            self._now_ns,
+            self._end_ns,
+            next_ns,
+            self._thread_refusals,
+            range_end=self._end_ns == MAX_TIME_NS,
+        )
+
+    def _report_interrupt(self, exc: KeyboardInterrupt) -> None:
+        """Say where the virtual run was when it was interrupted (a note, and stderr)."""
+        note = interrupt_note(self._unfinished_tasks(), self._now_ns)
+        if note not in getattr(exc, "__notes__", ()):
+            exc.add_note(note)
+            if self._report_interrupt_to_stderr:
+                print(note, file=sys.stderr, flush=True)
 
     # ------------------------------------------------------------------ stepping
 

@@ -1,7 +1,9 @@
 """Helpers to put the virtual clock under a test suite.
 
-Nothing here registers itself: importing :mod:`simclock` or installing it changes no other
-test. A suite opts in where it wants the virtual clock, in one of three ways.
+The simplest way in is the pytest plugin that ships with simclock: mark a test
+``@pytest.mark.simclock`` (see ``docs/reference/pytest-plugin.md``). It changes nothing for a
+test that does not ask for it. The recipes below are what it does for you, and keep working
+on their own:
 
 **pytest-asyncio (>= 1.4)**: implement the ``pytest_asyncio_loop_factories`` hook in a
 ``conftest.py`` and mark the tests that want the virtual clock::
@@ -42,21 +44,104 @@ import functools
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Protocol
 
+from ._clock import _virtual_loop
 from ._exceptions import ClockConfigError
 from ._logcapture import capture_logs
 from ._loop import DEFAULT_LIVELOCK_BUDGET, DEFAULT_STALL_BUDGET, VirtualEventLoop, _check_options
+from ._wallclock import refuse_blocking_io, virtual_wall_clock
 
 __all__ = (
     "LOOP_FACTORY_NAME",
+    "VirtualClock",
     "anyio_backend",
     "capture_logs",
     "loop_factories_for",
     "loop_factory",
+    "refuse_blocking_io",
     "virtual_loop",
+    "virtual_wall_clock",
 )
 
 LOOP_FACTORY_NAME = "simclock"
 """The name tests pass in ``@pytest.mark.asyncio(loop_factories=[...])`` to get the clock."""
+
+
+_NS_PER_S = 1_000_000_000
+
+
+class VirtualClock:
+    """The clock of the running virtual loop, as the ``virtual_clock`` fixture gives it.
+
+    Every method reads the :class:`VirtualEventLoop` running in this thread at the call, so
+    one object serves the whole test.
+
+    Attributes:
+        start_ns: the instant the test's clock started at.
+        seed: the schedule seed of the test's loop (``None``: first in first out).
+    """
+
+    def __init__(self, *, start_ns: int = 0, seed: int | None = None) -> None:
+        self.start_ns = start_ns
+        self.seed = seed
+
+    @property
+    def loop(self) -> VirtualEventLoop:
+        """The running loop. Raises :class:`NotVirtualLoopError` when none runs."""
+        return _virtual_loop("VirtualClock")
+
+    def now_ns(self) -> int:
+        """The virtual time in integer nanoseconds."""
+        return self.loop._now_ns
+
+    def now_s(self) -> float:
+        """The virtual time in seconds (as ``loop.time()``)."""
+        return self.loop._now_s
+
+    def elapsed_ns(self) -> int:
+        """Virtual nanoseconds since the clock started."""
+        return self.loop._now_ns - self.start_ns
+
+    def elapsed_s(self) -> float:
+        """Virtual seconds since the clock started (exact to the nanosecond, as a float)."""
+        return self.elapsed_ns() / _NS_PER_S
+
+    def assert_elapsed(self, *, s: float | None = None, ns: int | None = None) -> None:
+        """Assert that exactly ``s`` seconds (or ``ns`` nanoseconds) have passed.
+
+        Seconds are rounded to the nearest nanosecond before the exact comparison.
+
+        Raises:
+            AssertionError: the elapsed virtual time differs, with both values in the message.
+            TypeError: neither or both of ``s`` and ``ns`` are given.
+        """
+        expected = self._expected_ns(s, ns)
+        elapsed = self.elapsed_ns()
+        if elapsed != expected:
+            raise AssertionError(
+                f"virtual time elapsed: {elapsed} ns ({elapsed / _NS_PER_S:g} s), "
+                f"expected {expected} ns ({expected / _NS_PER_S:g} s)"
+            )
+
+    def assert_now(self, *, s: float | None = None, ns: int | None = None) -> None:
+        """Assert that the clock reads exactly ``s`` seconds (or ``ns`` nanoseconds).
+
+        Raises:
+            AssertionError: the clock reads another instant, with both values in the message.
+            TypeError: neither or both of ``s`` and ``ns`` are given.
+        """
+        expected = self._expected_ns(s, ns)
+        now = self.now_ns()
+        if now != expected:
+            raise AssertionError(
+                f"virtual time is {now} ns ({now / _NS_PER_S:g} s), "
+                f"expected {expected} ns ({expected / _NS_PER_S:g} s)"
+            )
+
+    @staticmethod
+    def _expected_ns(s: float | None, ns: int | None) -> int:
+        if (s is None) == (ns is None):
+            raise TypeError("give exactly one of s= (seconds) or ns= (nanoseconds)")
+        return ns if ns is not None else round(s * _NS_PER_S)  # type: ignore[operator]
 
 
 class _Marker(Protocol):

@@ -104,22 +104,78 @@ def test_time_is_the_correctly_rounded_float_of_the_integer_clock() -> None:
     assert now_s == (10**18 + 123) / 10**9
 
 
-def test_huge_finite_instants_and_delays_are_exact_integers_and_never_hang() -> None:
-    async def main() -> list[int]:
+def test_asyncio_timers_past_the_clock_range_never_fire_like_inf() -> None:
+    async def main() -> list[int | None]:
         loop = asyncio.get_running_loop()
         assert isinstance(loop, simclock.VirtualEventLoop)
         at = loop.call_at(1e300, print)
         later = loop.call_later(1e300, print)
-        sleeper = asyncio.create_task(simclock.sleep(1e300, waiter="sleeper"))
+        at_edge = loop.call_at((simclock.MAX_TIME_NS + 10**9) / 10**9, print)
         await asyncio.sleep(0)
         timers = loop.snapshot().pending_timers
-        at.cancel()
-        later.cancel()
-        sleeper.cancel()
-        return [t.when_ns for t in timers if t.when_ns is not None]
+        for timer in (at, later, at_edge):
+            timer.cancel()
+        return [t.when_ns for t in timers]
 
-    start = 10**18 + 5
-    whens = simclock.run(main(), start_ns=start)
-    assert len(whens) == 3
-    assert all(w / 10**9 >= 1e300 for w in whens)
-    assert whens[1] - start == whens[2] - start == int(1e300) * 10**9
+    assert simclock.run(main(), start_ns=10**18 + 5) == [None, None, None]
+
+
+def test_simclock_wakeups_past_the_clock_range_raise_naming_the_waiter() -> None:
+    async def main() -> None:
+        await simclock.sleep(1e300, waiter="sleeper")
+
+    with pytest.raises(simclock.ClockRangeError) as caught:
+        simclock.run(main(), start_ns=10**18 + 5)
+    assert str(caught.value) == (
+        "wakeup out of range for waiter 'sleeper': requested a delay of 1e+300 s, past the end "
+        "of the clock's range (2**63 - 1 ns, about 292 years); now is 1000000000000000005 ns"
+    )
+    assert caught.value.waiter == "sleeper"
+
+
+def test_an_engine_deadline_past_the_clock_range_raises_naming_the_engine() -> None:
+    async def main() -> None:
+        deadline = simclock.Deadline(waiter="engine-3", rank=3)
+        await deadline.wait_until(simclock.MAX_TIME_NS + 1)
+
+    with pytest.raises(simclock.ClockRangeError) as caught:
+        simclock.run(main())
+    assert str(caught.value) == (
+        "wakeup out of range for waiter 'engine-3': requested 9223372036854775808 ns, past the "
+        "end of the clock's range (2**63 - 1 ns, about 292 years); now is 0 ns"
+    )
+
+
+@pytest.mark.parametrize(
+    ("call", "requested"),
+    [
+        ("sleep_until_ns", "requested 9223372036854775808 ns"),
+        ("sleep_ns", "requested 9223372036854775808 ns (a delay of 9223372036854775808 ns)"),
+        ("sleep_until", "requested 1e+300 s"),
+    ],
+)
+def test_every_wakeup_function_refuses_instants_past_the_range(call: str, requested: str) -> None:
+    async def main() -> None:
+        if call == "sleep_until_ns":
+            await simclock.sleep_until_ns(2**63, waiter="w")
+        elif call == "sleep_ns":
+            await simclock.sleep_ns(2**63, waiter="w")
+        else:
+            await simclock.sleep_until(1e300, waiter="w")
+
+    with pytest.raises(simclock.ClockRangeError) as caught:
+        simclock.run(main())
+    assert str(caught.value) == (
+        f"wakeup out of range for waiter 'w': {requested}, past the end of the clock's range "
+        "(2**63 - 1 ns, about 292 years); now is 0 ns"
+    )
+    assert isinstance(caught.value, simclock.SimulationError)
+    assert not isinstance(caught.value, OverflowError)
+
+
+def test_the_last_instant_of_the_range_is_reachable() -> None:
+    async def main() -> int:
+        await simclock.sleep_until_ns(simclock.MAX_TIME_NS, waiter="w")
+        return simclock.now_ns()
+
+    assert simclock.run(main(), start_ns=simclock.MAX_TIME_NS - 10) == simclock.MAX_TIME_NS

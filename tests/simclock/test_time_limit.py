@@ -1,0 +1,164 @@
+"""End of virtual time (``end_s``/``end_ns``) and what an interrupted run prints."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import simclock
+
+
+async def _deadlock_behind_a_heartbeat() -> None:
+    async def heartbeat() -> None:
+        while True:
+            await asyncio.sleep(5)
+
+    beating = asyncio.create_task(heartbeat(), name="heartbeat")
+    await asyncio.Event().wait()
+    beating.cancel()
+
+
+def test_run_end_s_fails_a_deadlock_hidden_behind_a_heartbeat_with_the_task_list() -> None:
+    with pytest.raises(simclock.VirtualTimeLimitError) as caught:
+        simclock.run(_deadlock_behind_a_heartbeat(), end_s=60)
+    error = caught.value
+    assert str(error).splitlines()[0] == (
+        "virtual time limit: the clock would jump from 60000000000 ns to the next event at "
+        "65000000000 ns, past end_ns=60000000000 (60 s); 2 tasks are unfinished:"
+    )
+    assert tuple(re.sub(r"Task-\d+", "Task-N", line) for line in error.blocked) == (
+        "'Task-N' waits in _deadlock_behind_a_heartbeat -> Event.wait",
+        "'heartbeat' waits in _deadlock_behind_a_heartbeat.<locals>.heartbeat -> sleep",
+    )
+    assert (error.now_ns, error.end_ns, error.next_ns) == (60 * 10**9, 60 * 10**9, 65 * 10**9)
+    assert isinstance(error, simclock.SimulationError)
+
+
+def test_events_exactly_at_the_end_still_run() -> None:
+    async def main() -> int:
+        await asyncio.sleep(60)
+        return simclock.now_ns()
+
+    assert simclock.run(main(), end_s=60) == 60 * 10**9
+
+
+def test_loop_end_ns_and_end_s_agree_and_are_validated() -> None:
+    loop = simclock.VirtualEventLoop(start_ns=10, end_s=1.5)
+    try:
+        assert loop._end_ns == 1_500_000_000
+    finally:
+        loop.close()
+    with pytest.raises(simclock.ClockConfigError) as caught:
+        simclock.VirtualEventLoop(start_ns=10**9, end_ns=5)
+    assert str(caught.value) == (
+        "end_ns must be an int from start_ns (1000000000) to 2**63 - 1, got 5"
+    )
+    with pytest.raises(simclock.ClockConfigError) as caught:
+        simclock.VirtualEventLoop(end_ns=5, end_s=5.0)
+    assert str(caught.value) == "give end_ns or end_s, not both"
+    with pytest.raises(simclock.ClockConfigError) as caught:
+        simclock.VirtualEventLoop(end_s=float("nan"))
+    assert str(caught.value) == "end_s must be a finite number of seconds >= 0, got nan"
+
+
+def test_stepping_past_the_end_raises_too() -> None:
+    loop = simclock.VirtualEventLoop(end_ns=1000)
+    try:
+        with pytest.raises(simclock.VirtualTimeLimitError) as caught:
+            loop.run_until_ns(2000)
+        assert caught.value.next_ns == 2000
+        assert loop.time_ns() == 0
+    finally:
+        loop.close()
+
+
+def test_a_seeded_loop_honours_the_end_too() -> None:
+    with pytest.raises(simclock.VirtualTimeLimitError):
+        simclock.run(_deadlock_behind_a_heartbeat(), end_s=60, seed=3)
+
+
+def test_keyboard_interrupt_notes_the_virtual_time_and_the_task_list(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    def interrupt() -> None:
+        raise KeyboardInterrupt
+
+    async def main() -> None:
+        asyncio.get_running_loop().call_later(90, interrupt)
+        await asyncio.sleep(3600)
+
+    with pytest.raises(KeyboardInterrupt) as caught:
+        simclock.run(main())
+    note = (
+        "simclock: interrupted at virtual time 90000000000 ns (90.000000000 s), "
+        "1 unfinished task:\n  'Task-N' waits in test_keyboard_interrupt_notes_the_virtual_time"
+        "_and_the_task_list.<locals>.main -> sleep"
+    )
+    notes = [re.sub(r"Task-\d+", "Task-N", n) for n in caught.value.__notes__]
+    assert notes == [note]
+    assert re.sub(r"Task-\d+", "Task-N", capsys.readouterr().err) == note + "\n"
+
+
+def test_ctrl_c_in_a_run_prints_the_virtual_time_before_the_traceback() -> None:
+    script = textwrap.dedent(
+        """
+        import asyncio, os, signal
+        import simclock
+
+        async def main():
+            loop = asyncio.get_running_loop()
+            loop.call_later(7, os.kill, os.getpid(), signal.SIGINT)
+            await asyncio.sleep(3600)
+
+        simclock.run(main())
+        """
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONHASHSEED": "0"},
+        timeout=60,
+    )
+    assert result.returncode != 0
+    lines = result.stderr.splitlines()
+    assert lines[:2] == [
+        "simclock: interrupted at virtual time 7000000000 ns (7.000000000 s), 1 unfinished task:",
+        "  'Task-1' waits in main -> sleep",
+    ]
+    assert "KeyboardInterrupt" in lines
+
+
+def test_run_takes_over_ctrl_c_for_its_duration_only() -> None:
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        pytest.fail("this test needs Python's default SIGINT handler in the main thread")
+
+    async def main() -> str:
+        return getattr(signal.getsignal(signal.SIGINT), "__qualname__", "")
+
+    # simclock's handler raises KeyboardInterrupt where the loop is (asyncio.Runner's would
+    # cancel the main task instead, unwinding the chains the report shows)
+    assert simclock.run(main()) == "_raise_keyboard_interrupt"
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_an_asyncio_timer_scheduled_near_the_end_of_the_range_stops_at_the_range() -> None:
+    async def main() -> None:
+        await asyncio.sleep(5)
+
+    start = simclock.MAX_TIME_NS - 10**9
+    with pytest.raises(simclock.VirtualTimeLimitError) as caught:
+        simclock.run(main(), start_ns=start)
+    first = str(caught.value).splitlines()[0]
+    assert first == (
+        f"virtual time limit: the clock would jump from {start} ns to the next event at "
+        f"{start + 5 * 10**9} ns, past the end of the clock's range (9.22337e+09 s); "
+        "1 task is unfinished:"
+    )
