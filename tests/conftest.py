@@ -8,6 +8,7 @@ These are the recipes documented in ``docs/how-to/use-the-clock-in-tests.md``.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -35,3 +36,18 @@ def pytest_asyncio_loop_factories(
 @pytest.fixture
 def anyio_backend() -> tuple[str, dict[str, Any]]:
     return simclock.testing.anyio_backend()
+
+
+# Runs of pytest inside the tests (pytester, subprocesses) load only the plugins they ask for
+# beside the installed ones: pytest-benchmark, where installed, warns under xdist, and those
+# runs turn warnings into errors (the suite's own addopts say the same for the outer run).
+os.environ["PYTEST_ADDOPTS"] = f"{os.environ.get('PYTEST_ADDOPTS', '')} -p no:benchmark".strip()
+
+
+@pytest.fixture(autouse=True)
+def _pytester_without_benchmark(request: pytest.FixtureRequest) -> None:
+    """``pytester`` clears ``PYTEST_ADDOPTS`` when it is made; set it again for its runs."""
+    if "pytester" in request.fixturenames:
+        request.getfixturevalue("pytester")
+        monkeypatch: pytest.MonkeyPatch = request.getfixturevalue("monkeypatch")
+        monkeypatch.setenv("PYTEST_ADDOPTS", "-p no:benchmark")
