@@ -260,9 +260,19 @@ class KVCache:
         tail = self._tail
         touched = self.touched
         count = len(blocks)
-        if count > 1 and max(blocks) < touched:
+        if count > 1 and max(blocks) < touched and len(set(blocks)) == count:
             refs = list(map(ref.__getitem__, blocks))
-            if refs.count(1) == count:
+            ones = refs.count(1)
+            if ones != count and 0 not in refs:
+                # shared blocks lose one reference; the others are freed below, in bulk
+                shared = [b for b, r in zip(blocks, refs, strict=True) if r > 1]
+                _consume(map(ref.__setitem__, shared, [r - 1 for r in refs if r > 1]))
+                if not ones:
+                    return
+                blocks = [b for b, r in zip(blocks, refs, strict=True) if r == 1]
+                count = ones
+                refs = [1] * ones
+            if refs.count(1) == count and count > 1:
                 # every block is freed: link them in reverse order in bulk
                 order = blocks[::-1]
                 _consume(map(ref.__setitem__, blocks, repeat(0)))
