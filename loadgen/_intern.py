@@ -22,19 +22,21 @@ class ContentInterner:
     One interner serves one run (all inputs of it); there is no global state. A
     *private* id is a fresh int that nothing else shares.
 
-    State: ``next_id`` (the next int handed out) and one dictionary per scope.
+    State: ``next_id`` (the next int handed out) and one dictionary per scope, plus the
+    ids :meth:`intern_stream` interned, as sorted arrays, until a dictionary needs them.
     """
 
     next_id: int = 0
     _scopes: dict[str, dict[Hashable, int]] = attrs.field(factory=dict, repr=False)
+    _arrays: dict[str, tuple[Ids, Ids]] = attrs.field(factory=dict, repr=False)
 
     def scope_size(self, scope: str) -> int:
         """Return how many distinct raw ids ``scope`` has interned so far."""
-        return len(self._scopes.get(scope, ()))
+        return len(self._table(scope))
 
     def intern(self, scope: str, raw: Hashable) -> int:
         """Return the int of ``raw`` in ``scope``, assigning the next one if it is new."""
-        table = self._scopes.setdefault(scope, {})
+        table = self._table(scope) if self._arrays else self._scopes.setdefault(scope, {})
         found = table.get(raw)
         if found is None:
             found = table[raw] = self.next_id
@@ -43,7 +45,7 @@ class ContentInterner:
 
     def intern_many(self, scope: str, raws: Sequence[Hashable]) -> list[int]:
         """Intern every raw id of ``raws`` in order and return their ints."""
-        table = self._scopes.setdefault(scope, {})
+        table = self._table(scope) if self._arrays else self._scopes.setdefault(scope, {})
         out: list[int] = []
         nxt = self.next_id
         for raw in raws:
@@ -54,6 +56,62 @@ class ContentInterner:
             out.append(found)
         self.next_id = nxt
         return out
+
+    def intern_stream(self, scope: str, raws: Ids) -> Ids:
+        """Intern a stream of raw ids into ``scope`` at once, negative ones as private ids.
+
+        The result equals walking ``raws`` in order and calling :meth:`intern` for each
+        non-negative value and :meth:`private` for each negative one, provided every
+        negative value occurs once. It runs vectorized: the scope keeps what it learns as
+        two sorted arrays, moved into its dictionary only when the per-id methods need it.
+
+        Args:
+            scope: the content scope of the non-negative ids.
+            raws: the stream; each negative value stands for one private id.
+
+        Returns:
+            The interned ids, same shape as ``raws``.
+        """
+        if raws.size == 0:
+            return np.empty(0, dtype=np.int64)
+        uniq, first, inverse = np.unique(raws, return_index=True, return_inverse=True)
+        known = np.full(uniq.size, -1, dtype=np.int64)
+        shared = uniq >= 0
+        table = self._scopes.get(scope)
+        if table:
+            values = uniq[shared].tolist()
+            known[shared] = np.fromiter(
+                (table.get(v, -1) for v in values), dtype=np.int64, count=len(values)
+            )
+        keys, ids = self._arrays.get(scope, (np.empty(0, np.int64), np.empty(0, np.int64)))
+        if keys.size:
+            at = np.minimum(np.searchsorted(keys, uniq), keys.size - 1)
+            hit = shared & (keys[at] == uniq)
+            known[hit] = ids[at[hit]]
+        fresh = np.flatnonzero(known < 0)
+        fresh = fresh[np.argsort(first[fresh], kind="stable")]
+        known[fresh] = np.arange(self.next_id, self.next_id + fresh.size, dtype=np.int64)
+        self.next_id += int(fresh.size)
+        named = fresh[shared[fresh]]
+        if named.size:
+            if table:
+                table.update(zip(uniq[named].tolist(), known[named].tolist(), strict=True))
+            else:
+                keys = np.concatenate((keys, uniq[named]))
+                ids = np.concatenate((ids, known[named]))
+                order = np.argsort(keys, kind="stable")
+                self._arrays[scope] = (keys[order], ids[order])
+        return known[inverse.reshape(-1)]
+
+    def _table(self, scope: str) -> dict[Hashable, int]:
+        """The scope's dictionary, with anything :meth:`intern_stream` learnt moved in."""
+        table = self._scopes.setdefault(scope, {})
+        pending = self._arrays.pop(scope, None)
+        if pending is not None:
+            keys, ids = pending
+            order = np.argsort(ids, kind="stable")  # first-seen order, as intern() would
+            table.update(zip(keys[order].tolist(), ids[order].tolist(), strict=True))
+        return table
 
     def intern_array(self, raws: npt.NDArray[np.int64]) -> Ids:
         """Intern a whole scope's int ids at once, in first-seen order, as a fresh scope.

@@ -1,0 +1,42 @@
+"""Limits every reader and generator enforces, so that no input can exhaust a run.
+
+The values are documented in ``docs/reference/trace-limits.md``; a test checks the page
+quotes them. Exceeding one is a bad-input error raised before any simulation:
+``TraceFormatError`` (``file:line: field: problem``) for a trace,
+``WorkloadConfigError`` (``option: problem``) for a synthetic spec.
+"""
+
+from __future__ import annotations
+
+__all__ = (
+    "MAX_INSTANT_MS",
+    "MAX_MEMBER_BYTES",
+    "MAX_TOKENS",
+    "instant_problem",
+    "tokens_problem",
+)
+
+MAX_TOKENS = 1 << 24
+"""Most tokens in one request's prompt or output (16,777,216)."""
+
+MAX_INSTANT_MS = 100 * 365.25 * 86_400_000.0
+"""Latest arrival instant and longest delay a workload may hold, in milliseconds (100
+years). The virtual clock counts int64 nanoseconds (about 292 years); the headroom covers
+service times and chains of delays."""
+
+MAX_MEMBER_BYTES = 1 << 30
+"""Largest file (or archive member) the WEKA reader reads (1 GiB, uncompressed)."""
+
+
+def instant_problem(value_ms: float, what: str = "") -> str:
+    """The problem text for an instant or delay past :data:`MAX_INSTANT_MS`."""
+    shown = f"{value_ms:.0f}" if value_ms < 1e16 else repr(value_ms)
+    return (
+        f"{shown} ms{what} is past the clock's range (at most {MAX_INSTANT_MS:.0f} ms, 100 years)"
+    )
+
+
+def tokens_problem(value: int) -> str:
+    """The problem text for a token count past :data:`MAX_TOKENS`."""
+    shown = str(value) if value < 10**30 else f"a {len(str(value))}-digit number"
+    return f"must be at most {MAX_TOKENS} tokens, got {shown}"
