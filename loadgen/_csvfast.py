@@ -21,7 +21,7 @@ import numpy.typing as npt
 
 from ._fields import collector_paused
 from ._intern import ContentInterner
-from ._limits import MAX_INSTANT_MS, MAX_TOKENS
+from ._limits import MAX_IDS, MAX_INSTANT_MS, MAX_TOKENS
 from ._request import ArrivalRule, Identity, requests_from_columns
 from ._workload import Tolerated, Workload
 
@@ -218,6 +218,8 @@ def _read(
     if float(arrivals.max()) > MAX_INSTANT_MS:
         return None
     sizes = -(-prompts // block)
+    if int(sizes.max()) > MAX_IDS:
+        return None
     ends = np.cumsum(sizes)
     content = np.arange(ids.next_id, ids.next_id + int(ends[-1]), dtype=np.int64)
     content.flags.writeable = False

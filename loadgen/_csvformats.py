@@ -21,7 +21,14 @@ from ._csvfast import read_csv_fast
 from ._exceptions import TraceFormatError, WorkloadConfigError
 from ._fields import source_label
 from ._intern import ContentInterner
-from ._limits import MAX_INSTANT_MS, MAX_TOKENS, instant_problem, tokens_problem
+from ._limits import (
+    MAX_IDS,
+    MAX_INSTANT_MS,
+    MAX_TOKENS,
+    ids_problem,
+    instant_problem,
+    tokens_problem,
+)
 from ._mooncake import check_block_size
 from ._request import ArrivalRule, Request
 from ._workload import Tolerated, Workload, check_source
@@ -138,6 +145,12 @@ def _build(
 ) -> Workload:
     origin = min((r[1] for r in rows), default=0)
     column = "TIMESTAMP" if fmt == "azure" else "Timestamp" if fmt == "burstgpt" else "arrived_at"
+    prompt_column = {"azure": "ContextTokens", "burstgpt": "Request tokens"}.get(
+        fmt, "num_prefill_tokens"
+    )
+    for line, _, prompt, _ in rows:
+        if -(-prompt // block) > MAX_IDS:
+            raise TraceFormatError(file, line, prompt_column, ids_problem(prompt, block))
     for line, when, _, _ in rows:
         if (when - origin) / scale > MAX_INSTANT_MS:
             what = " after the trace's first arrival"

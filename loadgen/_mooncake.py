@@ -11,7 +11,14 @@ import numpy.typing as npt
 from ._exceptions import TraceFormatError, WorkloadConfigError
 from ._fields import Located, fit_ids, fmt_number, iter_json_lines, source_label
 from ._intern import ContentInterner, Run, reblock
-from ._limits import MAX_INSTANT_MS, MAX_TOKENS, instant_problem, tokens_problem
+from ._limits import (
+    MAX_IDS,
+    MAX_INSTANT_MS,
+    MAX_TOKENS,
+    ids_problem,
+    instant_problem,
+    tokens_problem,
+)
 from ._mooncake_fast import read_mooncake_fast
 from ._request import ArrivalRule, Dep, Identity, Request
 from ._workload import Tolerated, Workload, check_source
@@ -264,6 +271,9 @@ def read_records(
                     ]
                     new_runs = [r for r in new_runs if r.tokens > 0]
                     prompt = session.last_input_length + session.last_output_length + given_input
+                    if -(-prompt // block) > MAX_IDS:
+                        what = f"the merged prompt of turn {session.turns}: "
+                        raise loc.error("input_length", what + ids_problem(prompt, block))
                     if prompt > MAX_TOKENS:
                         raise loc.error(
                             "input_length",
