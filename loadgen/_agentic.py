@@ -12,7 +12,7 @@ from ._exceptions import TraceFormatError
 from ._fields import Located, fit_ids, iter_json_lines, render, source_label
 from ._intern import ContentInterner
 from ._lineage import derive_lineage
-from ._mooncake import check_block_size, request_fields
+from ._mooncake import check_block_size, no_requests, request_fields
 from ._request import ArrivalRule, Dep, Identity, Request
 from ._workload import Play, Tolerated, Workload, check_source
 
@@ -100,6 +100,8 @@ def read_agentic(
             )
             nodes.append(node)
             by_id[request_id] = node
+    if not nodes:
+        raise no_requests(file)
     _check_graph(file, nodes, by_id)
     return _build(src, file, block, ids, nodes, by_id, surplus, ignored)
 
