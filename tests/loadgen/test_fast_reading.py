@@ -18,8 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import loadgen
-from loadgen import ContentInterner, Request, TraceFormatError
-from loadgen import _csvformats
+from loadgen import ContentInterner, Request, TraceFormatError, _csvformats
 from loadgen._csvfast import read_csv_fast
 from loadgen._mooncake import read_records
 from loadgen._mooncake_fast import read_mooncake_fast

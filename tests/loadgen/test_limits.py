@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 import loadgen
-from loadgen import TraceFormatError, WorkloadConfigError
-from loadgen import _limits, _weka
+from loadgen import TraceFormatError, WorkloadConfigError, _limits, _weka
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "reference" / "trace-limits.md"
 RANGE = "is past the clock's range (at most 3155760000000 ms, 100 years)"
@@ -194,9 +193,7 @@ def test_a_lognormal_draw_past_the_limit_names_the_request() -> None:
 
 
 def test_a_merged_synthetic_prompt_past_the_limit_is_refused() -> None:
-    spec = loadgen.parse_synthetic(
-        "count=1 arrivals=poisson(1) input=1000 output=16700000 turns=2"
-    )
+    spec = loadgen.parse_synthetic("count=1 arrivals=poisson(1) input=1000 output=16700000 turns=2")
     with pytest.raises(WorkloadConfigError) as info:
         loadgen.generate_synthetic(spec, seed=1)
     assert str(info.value) == (
@@ -238,9 +235,7 @@ def test_an_overlong_weka_jsonl_line_is_refused(
     monkeypatch.setattr(_weka, "MAX_MEMBER_BYTES", 4096)
     path = tmp_path / "w.jsonl"
     path.write_text(json.dumps(PLAY) + "\n" + "x" * 10_000 + "\n", encoding="utf-8")
-    assert _error(path, format="weka") == (
-        f"{path}:2: -: a line longer than 4096 bytes (64 MiB)"
-    )
+    assert _error(path, format="weka") == (f"{path}:2: -: a line longer than 4096 bytes (64 MiB)")
 
 
 # --- empty and ambiguous inputs ----------------------------------------------------------
@@ -265,8 +260,7 @@ def test_burstgpt_with_every_row_failed_is_an_error(tmp_path: Path) -> None:
     path = tmp_path / "b.csv"
     path.write_text(BURST_HEADER + "0,m,5,0,5,x\n1,m,5,0,5,x\n", encoding="utf-8")
     assert _error(path) == (
-        f"{path}:1: -: no requests left: 2 failed (0 response tokens) and dropped, "
-        "0 filtered out"
+        f"{path}:1: -: no requests left: 2 failed (0 response tokens) and dropped, 0 filtered out"
     )
 
 
