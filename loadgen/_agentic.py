@@ -11,8 +11,9 @@ import numpy.typing as npt
 from ._exceptions import TraceFormatError
 from ._fields import Located, fit_ids, iter_json_lines, render, source_label
 from ._intern import ContentInterner
+from ._limits import MAX_INSTANT_MS, instant_problem
 from ._lineage import derive_lineage
-from ._mooncake import check_block_size, no_requests, request_fields
+from ._mooncake import check_block_size, check_instants, no_requests, request_fields
 from ._request import ArrivalRule, Dep, Identity, Request
 from ._workload import Play, Tolerated, Workload, check_source
 
@@ -76,6 +77,9 @@ def read_agentic(
             delay_key = loc.alias("delay", "delay_ms")
             delay = loc.number(delay_key) if delay_key else 0.0
             tool_wait = loc.number("tool_wait_ms", default=0.0)
+            if delay + tool_wait > MAX_INSTANT_MS:
+                key = (delay_key or "delay") if delay >= tool_wait else "tool_wait_ms"
+                raise loc.error(key, instant_problem(delay + tool_wait, " of waiting"))
             request_id = loc.required_id("request_id")
             _no_hash(loc, "request_id", request_id)
             wait_for = _wait_for(loc, request_id)
@@ -103,6 +107,11 @@ def read_agentic(
     if not nodes:
         raise no_requests(file)
     _check_graph(file, nodes, by_id)
+    check_instants(
+        file,
+        [(n.line, "timestamp", n.timestamp_ms) for n in nodes if not n.wait_for],
+        min((n.timestamp_ms for n in nodes if not n.wait_for), default=None),
+    )
     return _build(src, file, block, ids, nodes, by_id, surplus, ignored)
 
 

@@ -182,12 +182,14 @@ class LocalScope:
 
     State: the parent interner and this scope's tables ``raw id -> int`` (a dictionary,
     and while only small non-negative ints were interned, an array indexed by them; the
-    array moves into the dictionary the first time anything else comes).
+    array moves into the dictionary the first time anything else comes), and how many
+    raw ids were offered (the array never grows past 16 entries per id offered).
     """
 
     parent: ContentInterner
     table: dict[Hashable, int] = attrs.field(factory=dict, repr=False)
     lookup: Ids | None = attrs.field(default=None, repr=False)
+    offered: int = 0
 
     def intern_many(self, raws: Sequence[Hashable]) -> list[int]:
         """Intern every raw id of ``raws`` in order and return their ints."""
@@ -218,9 +220,13 @@ class LocalScope:
         if raws.size == 0:
             return np.empty(0, dtype=np.int64)
         top = int(raws.max())
-        if self.lookup is None and not self.table:
+        self.offered += int(raws.size)
+        # The table is indexed by raw id: it may not outgrow the ids offered so far (a
+        # single id of 16,000,000 would otherwise cost 128 MB).
+        dense = top < 1024 + 16 * self.offered
+        if self.lookup is None and not self.table and dense:
             self.lookup = np.full(max(1024, top + 1), -1, dtype=np.int64)
-        if self.lookup is None or int(raws.min()) < 0 or top >= _TABLE_LIMIT:
+        if self.lookup is None or int(raws.min()) < 0 or top >= _TABLE_LIMIT or not dense:
             return np.asarray(self.intern_many(raws.tolist()), dtype=np.int64)
         if self.lookup.size <= top:
             grown = np.full(max(top + 1, 2 * self.lookup.size), -1, dtype=np.int64)

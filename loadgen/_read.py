@@ -146,7 +146,10 @@ def _detect_csv(path: Path) -> FormatChoice:
     with open(path, "rb") as stream:
         raw = stream.readline()
     text = raw.decode("utf-8", errors="replace").lstrip("\ufeff")
-    header = next(csv.reader(io.StringIO(text)), [])
+    try:
+        header = next(csv.reader(io.StringIO(text)), [])
+    except csv.Error as exc:
+        raise TraceFormatError(str(path), 1, "-", f"invalid CSV ({exc})") from None
     columns = {c.strip() for c in header}
     fits = [
         FormatChoice(name, f"CSV header has {','.join(expected)}")

@@ -22,7 +22,7 @@ from ._fields import (
     source_label,
 )
 from ._intern import ContentInterner, LocalScope
-from ._limits import MAX_MEMBER_BYTES
+from ._limits import MAX_INSTANT_MS, MAX_MEMBER_BYTES, instant_problem
 from ._lineage import derive_lineage
 from ._request import ArrivalRule, Dep, Identity, Request
 from ._weka_scan import PLACEHOLDER, ScannedIds, scan_hash_ids
@@ -62,6 +62,7 @@ class _Call:
     model: str
     service_ms: float | None
     after: list[Dep]
+    where: str = ""  # the JSON path of its ``t``, for errors
 
 
 @attrs.define(eq=False)
@@ -168,6 +169,8 @@ class _PlayReader:
             kept = np.concatenate((kept, np.array([self.scope.private()], dtype=np.int64)))
             self.tails += 1
         api = loc.optional_number("api_time")
+        if api is not None and _ms(api) > MAX_INSTANT_MS:
+            raise loc.error("api_time", instant_problem(_ms(api)))
         for key in ("think_time", "ttft"):
             loc.optional_number(key)
         end = round(start + _ms(api), 6) if api is not None else start
@@ -185,6 +188,7 @@ class _PlayReader:
             model=model,
             service_ms=_ms(api) if api is not None else None,
             after=[],
+            where=f"{loc.path}t",
         )
 
     def _ids(self, loc: Located) -> Ids:
@@ -483,6 +487,10 @@ def read_weka(
         tails += reader.tails
         lineage = derive_lineage(reader.candidates).lineages
         first_ms = min((c.start_ms for c in reader.calls), default=0.0)
+        for call in reader.calls:
+            if call.start_ms - first_ms > MAX_INSTANT_MS:
+                what = " after the play's first call"
+                raise loc.error(call.where, instant_problem(call.start_ms - first_ms, what))
         base = len(requests)
         for call in reader.calls:
             floor = round(call.start_ms - first_ms, 6)

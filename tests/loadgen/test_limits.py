@@ -193,11 +193,11 @@ def test_a_lognormal_draw_past_the_limit_names_the_request() -> None:
 
 
 def test_a_merged_synthetic_prompt_past_the_limit_is_refused() -> None:
-    spec = loadgen.parse_synthetic("count=1 arrivals=poisson(1) input=1000 output=16700000 turns=2")
+    spec = loadgen.parse_synthetic("count=1 arrivals=poisson(1) input=1000 output=16777000 turns=2")
     with pytest.raises(WorkloadConfigError) as info:
         loadgen.generate_synthetic(spec, seed=1)
     assert str(info.value) == (
-        "input: the merged prompt of syn:s0/1 has 16702000 tokens; at most 16777216"
+        "input: the merged prompt of syn:s0/1 has 16779000 tokens; at most 16777216"
     )
 
 
