@@ -135,7 +135,8 @@ def _azure_ticks(column: tuple[str, ...]) -> npt.NDArray[np.int64] | None:
         return None
     fraction = field(20, width) * 10 ** (7 - digits) if digits > 0 else 0
     seconds = ((days[inverse.reshape(-1)] * 24 + hour) * 60 + minute) * 60 + second
-    return seconds * 10_000_000 + fraction
+    ticks: npt.NDArray[np.int64] = seconds * 10_000_000 + fraction
+    return ticks
 
 
 def read_csv_fast(

@@ -55,7 +55,8 @@ def ids_problem(tokens: int, block: int) -> str:
     )
 
 
-def tokens_problem(value: int) -> str:
+def tokens_problem(value: float) -> str:
     """The problem text for a token count past :data:`MAX_TOKENS`."""
-    shown = str(value) if value < 10**30 else f"a {len(str(value))}-digit number"
+    huge = isinstance(value, int) and value >= 10**30
+    shown = f"a {len(str(value))}-digit number" if huge else str(value)
     return f"must be at most {MAX_TOKENS} tokens, got {shown}"

@@ -13,7 +13,9 @@ differential test compares them.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from itertools import chain
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -28,7 +30,7 @@ __all__ = ("read_mooncake_fast",)
 
 Ids = npt.NDArray[np.int64]
 
-_SCAN = json.JSONDecoder().scan_once
+_SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 _FIELDS = frozenset(("timestamp", "input_length", "output_length", "hash_ids"))
 _ALIASES = frozenset(("created_time", "input_tokens", "output_tokens", "delay_ms"))
 _NONE = type(None)
@@ -159,12 +161,12 @@ def _read(
     prompts = _ints([v.get("input_length") for v in values], 1, MAX_TOKENS)
     outputs = _ints([v.get("output_length") for v in values], 0, MAX_TOKENS)
     stamps = _numbers([v.get("timestamp") for v in values], float("inf"))
-    delays = (
+    delays: list[float | None] | None = (
         _numbers([v.get("delay") for v in values], MAX_INSTANT_MS)
         if "delay" in present
         else [None] * count
     )
-    sessions = (
+    sessions: list[str | None] | None = (
         _sessions([v.get("session_id") for v in values])
         if "session_id" in present
         else [None] * count
@@ -176,9 +178,10 @@ def _read(
     hash_lists = [v.get("hash_ids") for v in values]
     if set(map(type, hash_lists)) != {list}:
         return None
-    counts = np.fromiter(map(len, hash_lists), dtype=np.int64, count=count)
-    raw = _id_array(hash_lists)  # type: ignore[arg-type]
-    del parsed, values, hash_lists  # what is left is columns
+    lists = cast(list[list[object]], hash_lists)
+    counts = np.fromiter(map(len, lists), dtype=np.int64, count=count)
+    raw = _id_array(lists)
+    del parsed, values, hash_lists, lists  # what is left is columns
     if raw is None:
         return None
     need = -(-prompts // block)
@@ -228,6 +231,7 @@ def _arrivals(
     rules: list[ArrivalRule] = []
     identities: list[Identity] = []
     roots: list[int] = []
+    root_stamps: list[float] = []
     # Rows with the same timestamp share one (frozen) rule: 12,031 rows, 1,180 instants.
     root_rules: dict[float | None, ArrivalRule] = {}
     # Per session: conversation id, last request id, turns so far, latest timestamp.
@@ -236,12 +240,12 @@ def _arrivals(
     for index, (line, stamp, delay, key) in enumerate(
         zip(lines, stamps, delays, sessions, strict=True)
     ):
-        known = state.get(key) if key is not None else None
-        if known is None:
+        if key is None or (known := state.get(key)) is None:
             if delay or (stamp is None and not closed_loop):
                 return None
             if stamp is not None:
                 roots.append(index)
+                root_stamps.append(stamp)
             rule = root_rules.get(stamp)
             if rule is None:
                 rule = root_rules[stamp] = ArrivalRule(not_before_ms=stamp, after=())
@@ -268,19 +272,18 @@ def _arrivals(
             think = 0.0
         rules.append(ArrivalRule(not_before_ms=None, after=(Dep(last, "completion", think),)))
         identities.append(Identity(conversation_id=conversation, turn_index=turns))
-        state[key] = (conversation, f"{src}:{line}", turns + 1, latest)  # type: ignore[index]
+        state[key] = (conversation, f"{src}:{line}", turns + 1, latest)
     if roots:
-        origin = min(stamps[i] for i in roots)  # type: ignore[type-var]
-        if max(stamps[i] for i in roots) - origin > MAX_INSTANT_MS:  # type: ignore[operator]
+        origin = min(root_stamps)
+        if max(root_stamps) - origin > MAX_INSTANT_MS:
             return None
         if origin:
             shifted = {
-                stamp: ArrivalRule(not_before_ms=stamp - origin, after=())  # type: ignore[operator]
-                for stamp in root_rules
-                if stamp is not None
+                stamp: ArrivalRule(not_before_ms=stamp - origin, after=())
+                for stamp in set(root_stamps)
             }
-            for i in roots:
-                rules[i] = shifted[stamps[i]]
+            for i, stamp in zip(roots, root_stamps, strict=True):
+                rules[i] = shifted[stamp]
     return rules, identities, ignored
 
 
