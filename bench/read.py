@@ -4,7 +4,10 @@ Each case reads one trace with the current reader and with its reference (the
 record-by-record reading kept as the oracle: ``loadgen._mooncake.read_records`` for the
 Mooncake formats, ``reference_csv`` below for the CSV formats), interleaved, ``--repeat``
 times, and reports the medians of :func:`time.process_time`. Both results must be the same
-workload (requests, content ids, arrivals, identities); the benchmark stops if not.
+workload (requests, content ids, arrivals, identities); the benchmark stops if not. Every
+timed read starts from the same heap: the garbage collector has just run and no earlier
+result is alive (a larger heap makes the collector run less often, which flatters readers
+that allocate while it is on).
 
 ``--baseline DIR`` adds a third column: the ``loadgen`` package found in ``DIR`` (for
 example a checkout of an earlier commit), read the same way and compared the same way.
@@ -14,7 +17,8 @@ Cases (the shared traces are found with ``--data``, default ``../shared/data``):
 - ``mooncake``: the Mooncake conversation trace (12,031 rows);
 - ``mooncake-delta``: the same file read as ``mooncake-delta``;
 - ``mooncake-sessions``: the same rows given ``session_id``s (ten turns a session), a
-  generated file;
+  generated file; ``delta-sessions``: that file read as ``mooncake-delta``;
+- ``agentic``: the same rows as an agentic DAG (each turn waits for the previous one);
 - ``azure``: the Azure 2023 conversation trace (19,366 rows);
 - ``burstgpt``: the Azure rows written as a BurstGPT CSV (generated);
 - ``weka``: the WEKA Claude Code archive (63 M content ids), new reader only.
@@ -29,6 +33,8 @@ from __future__ import annotations
 import argparse
 import csv
 import datetime as dt
+import gc
+import hashlib
 import importlib.util
 import json
 import statistics
@@ -49,8 +55,8 @@ from loadgen._mooncake import read_records
 Reader = Callable[[Path], Any]
 
 
-def fingerprint(workload: Any) -> tuple[Any, ...]:
-    """Everything a workload holds, as plain values (works across package copies)."""
+def fingerprint(workload: Any) -> str:
+    """A digest of everything a workload holds (works across package copies)."""
 
     def rule(a: Any) -> Any:
         return (a.not_before_ms, tuple((d.request_id, d.on, d.delay_ms) for d in a.after))
@@ -73,7 +79,8 @@ def fingerprint(workload: Any) -> tuple[Any, ...]:
         for r in workload.requests
     )
     tol = workload.tolerated
-    return (workload.source, workload.format, rows, repr(tol), len(workload.plays))
+    whole = (workload.source, workload.format, rows, repr(tol), len(workload.plays))
+    return hashlib.sha256(repr(whole).encode()).hexdigest()  # small: nothing big stays alive
 
 
 # --- reference readers (the oracles) ----------------------------------------------------
@@ -152,6 +159,20 @@ def _sessions_file(mooncake: Path, folder: Path) -> Path:
     return out
 
 
+def _agentic_file(mooncake: Path, folder: Path) -> Path:
+    out = folder / "agentic.jsonl"
+    with open(mooncake, "rb") as src, open(out, "w") as dst:
+        for index, raw in enumerate(src):
+            row = json.loads(raw)
+            row["request_id"] = f"r{index}"
+            row["session_id"] = f"s{index // 10}"
+            if index % 10:
+                row["wait_for"] = [f"r{index - 1}"]
+                row["delay"] = 1000
+            dst.write(json.dumps(row) + "\n")
+    return out
+
+
 def _burstgpt_file(azure: Path, folder: Path) -> Path:
     out = folder / "burstgpt.csv"
     with open(azure, newline="") as src, open(out, "w", newline="") as dst:
@@ -189,6 +210,7 @@ def _baseline(folder: Path | None) -> ModuleType | None:
 
 
 def _cpu(read: Reader, path: Path) -> tuple[float, Any]:
+    gc.collect()  # every read starts from a settled heap, whatever ran before it
     start = time.process_time()
     result = read(path)
     return time.process_time() - start, result
@@ -206,6 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     azure = args.data / "azure_llm_2023" / "AzureLLMInferenceTrace_conv.csv"
     weka = args.data / "weka_cc" / "weka_cc_traces_v8_shared.tar.xz"
     folder = Path(tempfile.mkdtemp(prefix="bench-read"))
+    sessions = _sessions_file(mooncake, folder)
     cases: list[tuple[str, Path, Reader, Reader | None, Reader | None]] = [
         (
             "mooncake",
@@ -223,10 +246,24 @@ def main(argv: list[str] | None = None) -> int:
         ),
         (
             "mooncake-sessions",
-            _sessions_file(mooncake, folder),
+            sessions,
             loadgen.read_mooncake,
             _mooncake_reference(False),
             base.read_mooncake if base else None,
+        ),
+        (
+            "delta-sessions",
+            sessions,
+            loadgen.read_mooncake_delta,
+            _mooncake_reference(True),
+            base.read_mooncake_delta if base else None,
+        ),
+        (
+            "agentic",
+            _agentic_file(mooncake, folder),
+            loadgen.read_agentic,
+            None,
+            base.read_agentic if base else None,
         ),
         (
             "azure",
@@ -256,7 +293,7 @@ def main(argv: list[str] | None = None) -> int:
         readers = {"new": new, "ref": ref, "base": old}
         times: dict[str, list[float]] = {k: [] for k, r in readers.items() if r is not None}
         prints: dict[str, Any] = {}
-        workload: Any = None
+        counts = (0, 0)  # rows and content ids of the new reading
         repeat = 1 if name == "weka" else args.repeat
         for round_ in range(repeat + (name != "weka")):
             for key, read in readers.items():  # interleaved
@@ -268,12 +305,14 @@ def main(argv: list[str] | None = None) -> int:
                 if key not in prints:
                     prints[key] = fingerprint(result)
                 if key == "new":
-                    workload = result
-                del result
+                    requests = result.requests
+                    counts = (len(requests), sum(int(r.hash_ids.size) for r in requests))
+                    del requests
+                del result  # no reading's result stays alive while another is timed
         for key, value in prints.items():
             if value != prints["new"]:
                 raise SystemExit(f"{name}: the {key} reading differs from the new one")
-        ids = sum(int(r.hash_ids.size) for r in workload.requests)
+        rows, ids = counts
         med = {k: statistics.median(v) for k, v in times.items()}
 
         def cell(key: str, med: dict[str, float] = med) -> str:
@@ -283,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
             return f"{med[key] / med['new']:6.1f}" if key in med else f"{'-':>6}"
 
         print(
-            f"{name:<18} {len(workload.requests):>7} {ids:>10} {cell('new')} {cell('ref')}"
+            f"{name:<18} {rows:>7} {ids:>10} {cell('new')} {cell('ref')}"
             f" {ratio('ref')} {cell('base')} {ratio('base'):>7}"
             f" {med['new'] / max(ids, 1) * 1e9:7.0f}"
         )

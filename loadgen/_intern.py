@@ -275,7 +275,14 @@ class Run:
     block_id: int | None = None
 
 
-def reblock(runs: Sequence[Run], block_size: int, interner: ContentInterner, scope: str) -> Ids:
+def reblock(
+    runs: Sequence[Run],
+    block_size: int,
+    interner: ContentInterner,
+    scope: str,
+    *,
+    known: Ids | None = None,
+) -> Ids:
     """Cut a merged prompt into windows of ``block_size`` tokens and name each (§1.4.4).
 
     A window that is exactly one whole trace block keeps that block's id
@@ -288,6 +295,10 @@ def reblock(runs: Sequence[Run], block_size: int, interner: ContentInterner, sco
         block_size: tokens per window ``T``.
         interner: the run's interner.
         scope: the content scope of the raw tuples.
+        known: the ids of the first whole windows, as an earlier ``reblock`` of runs these
+            runs begin with named them; they are kept and the cutting starts after them
+            (same result, since those windows cover the same pieces and were interned).
+            A session's turn so costs its new tokens, not its whole context.
 
     Returns:
         ``ceil(total / T)`` ids.
@@ -295,8 +306,12 @@ def reblock(runs: Sequence[Run], block_size: int, interner: ContentInterner, sco
     out: list[int] = []
     pieces: list[tuple[int, int, int]] = []
     filled = 0
+    skip = 0 if known is None else int(known.size) * block_size
     for index, run in enumerate(runs):
-        offset = 0
+        if skip >= run.tokens:
+            skip -= run.tokens
+            continue
+        offset, skip = skip, 0
         while offset < run.tokens:
             take = min(run.tokens - offset, block_size - filled)
             pieces.append((index, offset, offset + take))
@@ -308,7 +323,8 @@ def reblock(runs: Sequence[Run], block_size: int, interner: ContentInterner, sco
                 filled = 0
     if pieces:
         out.append(_window_id(pieces, runs, block_size, interner, scope))
-    return np.asarray(out, dtype=np.int64)
+    made = np.asarray(out, dtype=np.int64)
+    return made if known is None else np.concatenate((known.astype(np.int64), made))
 
 
 def _window_id(

@@ -37,6 +37,7 @@ class _Session:
     runs: list[Run]
     last_input_length: int
     last_output_length: int
+    last_content: npt.NDArray[np.int64]
 
 
 def read_mooncake(
@@ -228,6 +229,7 @@ def read_records(
                         runs=runs,
                         last_input_length=given_input,
                         last_output_length=output,
+                        last_content=content,
                     )
             else:
                 if delay is not None:
@@ -279,7 +281,8 @@ def read_records(
                             "input_length",
                             f"the merged prompt of turn {session.turns} " + tokens_problem(prompt),
                         )
-                    content = reblock(new_runs, block, ids, scope)
+                    whole = session.last_content[: session.last_input_length // block]
+                    content = reblock(new_runs, block, ids, scope, known=whole)
                     session.runs = new_runs
                 else:
                     prompt = given_input
@@ -288,6 +291,7 @@ def read_records(
                 session.turns += 1
                 session.last_input_length = prompt
                 session.last_output_length = output
+                session.last_content = content
             requests.append(
                 Request(
                     id=request_id,

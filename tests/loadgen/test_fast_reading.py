@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 import loadgen
 from loadgen import ContentInterner, Request, TraceFormatError, _csvformats
 from loadgen._csvfast import read_csv_fast
+from loadgen._intern import Run, reblock
 from loadgen._mooncake import read_records
 from loadgen._mooncake_fast import read_mooncake_fast
 from loadgen._request import requests_from_columns
@@ -250,3 +251,32 @@ def test_generated_burstgpt_files_read_the_same_both_ways(
     with pytest.MonkeyPatch.context() as patch:
         _row_by_row(patch)
         assert read() == fast
+
+
+runs = st.lists(
+    st.tuples(st.integers(0, 6), st.integers(0, 40), st.booleans()), min_size=1, max_size=12
+)
+
+
+@SETTINGS
+@given(runs, st.integers(1, 12), st.sampled_from([4, 8, 16]))
+def test_reblock_after_known_windows_equals_reblocking_everything(
+    spec: list[tuple[int, int, bool]], cut: int, block: int
+) -> None:
+    pieces = [
+        Run(key, tokens, key if whole and tokens == block else None)
+        for key, tokens, whole in spec
+        if tokens > 0
+    ]
+    if not pieces:
+        return
+    prefix = pieces[: min(cut, len(pieces))]
+    tokens = sum(r.tokens for r in prefix)
+    a, b = ContentInterner(next_id=100), ContentInterner(next_id=100)
+    a_first = reblock(prefix, block, a, "s")
+    b_first = reblock(prefix, block, b, "s")
+    everything = reblock(pieces, block, a, "s")
+    again = reblock(pieces, block, b, "s", known=b_first[: tokens // block])
+    assert a_first.tolist() == b_first.tolist()
+    assert again.tolist() == everything.tolist()
+    assert a.next_id == b.next_id
