@@ -9,7 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._exceptions import TraceFormatError
-from ._fields import Located, fit_ids, iter_json_lines, render, source_label
+from ._fields import Located, collector_paused, fit_ids, iter_json_lines, render, source_label
 from ._intern import ContentInterner
 from ._limits import MAX_INSTANT_MS, instant_problem
 from ._lineage import derive_lineage
@@ -68,7 +68,7 @@ def read_agentic(
     nodes: list[_Node] = []
     by_id: dict[str, _Node] = {}
     surplus = ignored = 0
-    with open(path, "rb") as stream:
+    with open(path, "rb") as stream, collector_paused():
         for line, value in iter_json_lines(stream, file):
             loc = Located(file, line, value)
             timestamp, given, output, raw = request_fields(loc, block)
@@ -112,7 +112,8 @@ def read_agentic(
         [(n.line, "timestamp", n.timestamp_ms) for n in nodes if not n.wait_for],
         min((n.timestamp_ms for n in nodes if not n.wait_for), default=None),
     )
-    return _build(src, file, block, ids, nodes, by_id, surplus, ignored)
+    with collector_paused():
+        return _build(src, file, block, ids, nodes, by_id, surplus, ignored)
 
 
 def _no_hash(loc: Located, key: str, value: str) -> None:
@@ -234,9 +235,9 @@ def _build(
             conv = conversation[node.request_id]
             turn = turns.get(conv, 0)
             turns[conv] = turn + 1
-            content = scope.intern_many(node.raw_ids.tolist())
+            content = scope.intern_ints(node.raw_ids)
             if node.tail:
-                content.append(ids.private())
+                content = np.append(content, ids.private())
                 tails += 1
             if node.wait_for:
                 arrival = ArrivalRule(

@@ -39,11 +39,6 @@ def render(value: object) -> str:
     return text
 
 
-def _reject_constant(name: str) -> float:
-    # NaN / Infinity literals: keep them as floats; the finiteness check names the field.
-    return float(name.replace("Infinity", "inf"))
-
-
 @contextmanager
 def collector_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector while a reader builds its columns and requests.
@@ -62,8 +57,12 @@ def collector_paused() -> Iterator[None]:
 
 
 def parse_json(text: str) -> object:
-    """Parse one JSON document; NaN and Infinity parse to floats (rejected per field)."""
-    return json.loads(text, parse_constant=_reject_constant)
+    """Parse one JSON document; NaN and Infinity parse to floats (rejected per field).
+
+    That is ``json.loads``'s own behaviour; its shared decoder is used as is, since a
+    decoder built per call costs a fifth of parsing a Mooncake row.
+    """
+    return json.loads(text)
 
 
 def iter_json_lines(stream: IO[bytes], file: str) -> Iterator[tuple[int, object]]:
