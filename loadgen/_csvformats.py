@@ -58,9 +58,13 @@ class _Row:
         text = self.cells[column].strip()
         if not _INT.fullmatch(text):
             raise self.error(column, f"must be an integer >= {minimum}, got {text!r}")
-        if len(text) > 30:  # int() of a huge text is slow; no count has 30 digits
-            raise self.error(column, tokens_problem(10**30))
-        value = int(text)
+        digits = text.lstrip("+-").lstrip("0") or "0"
+        if len(digits) > 30:  # past any limit; int() of a huge text is slow, or refused
+            if text.startswith("-"):
+                size = f"a negative {len(digits)}-digit number"
+                raise self.error(column, f"must be an integer >= {minimum}, got {size}")
+            raise self.error(column, tokens_problem(10 ** (len(digits) - 1)))
+        value = int(digits) * (-1 if text.startswith("-") else 1)
         if value < minimum:
             raise self.error(column, f"must be an integer >= {minimum}, got {text!r}")
         if value > MAX_TOKENS:

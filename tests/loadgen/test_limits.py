@@ -149,7 +149,7 @@ def test_a_forty_digit_azure_context_is_a_one_line_error(tmp_path: Path) -> None
     path = tmp_path / "a.csv"
     path.write_text(AZURE_HEADER + f"2023-11-16 18:15:46,{'9' * 40},1\n", encoding="utf-8")
     assert _error(path) == (
-        f"{path}:2: ContextTokens: must be at most 16777216 tokens, got a 31-digit number"
+        f"{path}:2: ContextTokens: must be at most 16777216 tokens, got a 40-digit number"
     )
 
 
