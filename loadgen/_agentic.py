@@ -9,10 +9,11 @@ import numpy as np
 import numpy.typing as npt
 
 from ._exceptions import TraceFormatError
-from ._fields import Located, fit_ids, iter_json_lines, render, source_label
+from ._fields import Located, collector_paused, fit_ids, iter_json_lines, render, source_label
 from ._intern import ContentInterner
+from ._limits import MAX_INSTANT_MS, instant_problem
 from ._lineage import derive_lineage
-from ._mooncake import check_block_size, request_fields
+from ._mooncake import check_block_size, check_instants, no_requests, request_fields
 from ._request import ArrivalRule, Dep, Identity, Request
 from ._workload import Play, Tolerated, Workload, check_source
 
@@ -67,7 +68,7 @@ def read_agentic(
     nodes: list[_Node] = []
     by_id: dict[str, _Node] = {}
     surplus = ignored = 0
-    with open(path, "rb") as stream:
+    with open(path, "rb") as stream, collector_paused():
         for line, value in iter_json_lines(stream, file):
             loc = Located(file, line, value)
             timestamp, given, output, raw = request_fields(loc, block)
@@ -76,6 +77,9 @@ def read_agentic(
             delay_key = loc.alias("delay", "delay_ms")
             delay = loc.number(delay_key) if delay_key else 0.0
             tool_wait = loc.number("tool_wait_ms", default=0.0)
+            if delay + tool_wait > MAX_INSTANT_MS:
+                key = (delay_key or "delay") if delay >= tool_wait else "tool_wait_ms"
+                raise loc.error(key, instant_problem(delay + tool_wait, " of waiting"))
             request_id = loc.required_id("request_id")
             _no_hash(loc, "request_id", request_id)
             wait_for = _wait_for(loc, request_id)
@@ -100,8 +104,16 @@ def read_agentic(
             )
             nodes.append(node)
             by_id[request_id] = node
+    if not nodes:
+        raise no_requests(file)
     _check_graph(file, nodes, by_id)
-    return _build(src, file, block, ids, nodes, by_id, surplus, ignored)
+    check_instants(
+        file,
+        [(n.line, "timestamp", n.timestamp_ms) for n in nodes if not n.wait_for],
+        min((n.timestamp_ms for n in nodes if not n.wait_for), default=None),
+    )
+    with collector_paused():
+        return _build(src, file, block, ids, nodes, by_id, surplus, ignored)
 
 
 def _no_hash(loc: Located, key: str, value: str) -> None:
@@ -223,9 +235,9 @@ def _build(
             conv = conversation[node.request_id]
             turn = turns.get(conv, 0)
             turns[conv] = turn + 1
-            content = scope.intern_many(node.raw_ids.tolist())
+            content = scope.intern_ints(node.raw_ids)
             if node.tail:
-                content.append(ids.private())
+                content = np.append(content, ids.private())
                 tails += 1
             if node.wait_for:
                 arrival = ArrivalRule(

@@ -17,9 +17,18 @@ from typing import Literal
 
 import attrs
 
+from ._csvfast import read_csv_fast
 from ._exceptions import TraceFormatError, WorkloadConfigError
 from ._fields import source_label
 from ._intern import ContentInterner
+from ._limits import (
+    MAX_IDS,
+    MAX_INSTANT_MS,
+    MAX_TOKENS,
+    ids_problem,
+    instant_problem,
+    tokens_problem,
+)
 from ._mooncake import check_block_size
 from ._request import ArrivalRule, Request
 from ._workload import Tolerated, Workload, check_source
@@ -47,9 +56,20 @@ class _Row:
 
     def integer(self, column: str, minimum: int) -> int:
         text = self.cells[column].strip()
-        if not _INT.fullmatch(text) or int(text) < minimum:
+        if not _INT.fullmatch(text):
             raise self.error(column, f"must be an integer >= {minimum}, got {text!r}")
-        return int(text)
+        digits = text.lstrip("+-").lstrip("0") or "0"
+        if len(digits) > 30:  # past any limit; int() of a huge text is slow, or refused
+            if text.startswith("-"):
+                size = f"a negative {len(digits)}-digit number"
+                raise self.error(column, f"must be an integer >= {minimum}, got {size}")
+            raise self.error(column, tokens_problem(10 ** (len(digits) - 1)))
+        value = int(digits) * (-1 if text.startswith("-") else 1)
+        if value < minimum:
+            raise self.error(column, f"must be an integer >= {minimum}, got {text!r}")
+        if value > MAX_TOKENS:
+            raise self.error(column, tokens_problem(value))
+        return value
 
     def seconds(self, column: str) -> float:
         text = self.cells[column].strip()
@@ -75,6 +95,9 @@ def _rows(path: str | Path, header: tuple[str, ...]) -> Iterator[_Row]:
         names = [n.strip() for n in names]
         if names and names[0].startswith("\ufeff"):
             names[0] = names[0][1:]
+        for index, name in enumerate(names):
+            if name in names[:index]:
+                raise TraceFormatError(file, 1, "-", f"duplicate column {name!r} in the header")
         missing = [c for c in header if c not in names]
         if missing:
             raise TraceFormatError(
@@ -82,10 +105,14 @@ def _rows(path: str | Path, header: tuple[str, ...]) -> Iterator[_Row]:
             )
         position = {c: names.index(c) for c in header}
         last = reader.line_num
+        rows = 0
         while True:
             try:
                 cells = next(reader)
             except StopIteration:
+                if not rows:
+                    problem = "no requests (a header and no rows)"
+                    raise TraceFormatError(file, 1, "-", problem) from None
                 return
             except csv.Error as exc:
                 raise TraceFormatError(file, last + 1, "-", f"invalid CSV ({exc})") from None
@@ -97,6 +124,7 @@ def _rows(path: str | Path, header: tuple[str, ...]) -> Iterator[_Row]:
                 raise TraceFormatError(
                     file, line, "-", f"expected {len(names)} columns, got {len(cells)}"
                 )
+            rows += 1
             yield _Row(file, line, {c: cells[i] for c, i in position.items()})
 
 
@@ -111,6 +139,7 @@ def _decoded(binary: io.BufferedReader, file: str) -> Iterator[str]:
 
 def _build(
     fmt: str,
+    file: str,
     src: str,
     block: int,
     ids: ContentInterner,
@@ -119,6 +148,19 @@ def _build(
     tolerated: Tolerated,
 ) -> Workload:
     origin = min((r[1] for r in rows), default=0)
+    column = "TIMESTAMP" if fmt == "azure" else "Timestamp" if fmt == "burstgpt" else "arrived_at"
+    prompt_column = {"azure": "ContextTokens", "burstgpt": "Request tokens"}.get(
+        fmt, "num_prefill_tokens"
+    )
+    for line, _, prompt, _ in rows:
+        if -(-prompt // block) > MAX_IDS:
+            raise TraceFormatError(file, line, prompt_column, ids_problem(prompt, block))
+    for line, when, _, _ in rows:
+        if (when - origin) / scale > MAX_INSTANT_MS:
+            what = " after the trace's first arrival"
+            raise TraceFormatError(
+                file, line, column, instant_problem((when - origin) / scale, what)
+            )
     requests = tuple(
         Request(
             id=f"{src}:{line}",
@@ -131,6 +173,11 @@ def _build(
         for line, when, prompt, output in rows
     )
     return Workload(requests=requests, source=src, format=fmt, tolerated=tolerated)
+
+
+def _bytes(path: str | Path) -> bytes:
+    with open(path, "rb") as stream:
+        return stream.read()
 
 
 def _setup(
@@ -167,13 +214,16 @@ def read_azure(
         TraceFormatError: a bad header or row.
     """
     src, block, ids = _setup(path, source, block_size, interner)
+    fast = read_csv_fast("azure", _bytes(path), src, block, ids)
+    if fast is not None:
+        return fast
     rows: list[tuple[int, int | float, int, int]] = []
     for row in _rows(path, ("TIMESTAMP", "ContextTokens", "GeneratedTokens")):
         ticks = _azure_ticks(row)
         prompt = row.integer("ContextTokens", 1)
         output = row.integer("GeneratedTokens", 0)
         rows.append((row.line, ticks, prompt, output))
-    return _build("azure", src, block, ids, rows, 10_000.0, Tolerated())
+    return _build("azure", str(path), src, block, ids, rows, 10_000.0, Tolerated())
 
 
 def _azure_ticks(row: _Row) -> int:
@@ -226,6 +276,18 @@ def read_burstgpt(
     if failures not in ("drop", "prefill_only"):
         raise WorkloadConfigError(f"failures: must be 'drop' or 'prefill_only', got {failures!r}")
     src, block, ids = _setup(path, source, block_size, interner)
+    fast = read_csv_fast(
+        "burstgpt",
+        _bytes(path),
+        src,
+        block,
+        ids,
+        drop_failures=failures == "drop",
+        models=models,
+        log_types=log_types,
+    )
+    if fast is not None:
+        return fast
     header = ("Timestamp", "Model", "Request tokens", "Response tokens", "Total tokens", "Log Type")
     rows: list[tuple[int, int | float, int, int]] = []
     dropped = filtered = 0
@@ -243,7 +305,10 @@ def read_burstgpt(
             continue
         rows.append((row.line, when, prompt, output))
     tolerated = Tolerated(dropped_failures=dropped, filtered_rows=filtered)
-    return _build("burstgpt", src, block, ids, rows, 1e-3, tolerated)
+    if not rows:
+        why = f"{dropped} failed (0 response tokens) and dropped, {filtered} filtered out"
+        raise TraceFormatError(str(path), 1, "-", f"no requests left: {why}")
+    return _build("burstgpt", str(path), src, block, ids, rows, 1e-3, tolerated)
 
 
 def read_vidur(
@@ -268,10 +333,13 @@ def read_vidur(
         TraceFormatError: a bad header or row.
     """
     src, block, ids = _setup(path, source, block_size, interner)
+    fast = read_csv_fast("vidur", _bytes(path), src, block, ids)
+    if fast is not None:
+        return fast
     rows: list[tuple[int, int | float, int, int]] = []
     for row in _rows(path, ("arrived_at", "num_prefill_tokens", "num_decode_tokens")):
         when = row.seconds("arrived_at")
         prompt = row.integer("num_prefill_tokens", 1)
         output = row.integer("num_decode_tokens", 0)
         rows.append((row.line, when, prompt, output))
-    return _build("vidur", src, block, ids, rows, 1e-3, Tolerated())
+    return _build("vidur", str(path), src, block, ids, rows, 1e-3, Tolerated())

@@ -22,19 +22,21 @@ class ContentInterner:
     One interner serves one run (all inputs of it); there is no global state. A
     *private* id is a fresh int that nothing else shares.
 
-    State: ``next_id`` (the next int handed out) and one dictionary per scope.
+    State: ``next_id`` (the next int handed out) and one dictionary per scope, plus the
+    ids :meth:`intern_stream` interned, as sorted arrays, until a dictionary needs them.
     """
 
     next_id: int = 0
     _scopes: dict[str, dict[Hashable, int]] = attrs.field(factory=dict, repr=False)
+    _arrays: dict[str, tuple[Ids, Ids]] = attrs.field(factory=dict, repr=False)
 
     def scope_size(self, scope: str) -> int:
         """Return how many distinct raw ids ``scope`` has interned so far."""
-        return len(self._scopes.get(scope, ()))
+        return len(self._table(scope))
 
     def intern(self, scope: str, raw: Hashable) -> int:
         """Return the int of ``raw`` in ``scope``, assigning the next one if it is new."""
-        table = self._scopes.setdefault(scope, {})
+        table = self._table(scope) if self._arrays else self._scopes.setdefault(scope, {})
         found = table.get(raw)
         if found is None:
             found = table[raw] = self.next_id
@@ -43,7 +45,7 @@ class ContentInterner:
 
     def intern_many(self, scope: str, raws: Sequence[Hashable]) -> list[int]:
         """Intern every raw id of ``raws`` in order and return their ints."""
-        table = self._scopes.setdefault(scope, {})
+        table = self._table(scope) if self._arrays else self._scopes.setdefault(scope, {})
         out: list[int] = []
         nxt = self.next_id
         for raw in raws:
@@ -54,6 +56,81 @@ class ContentInterner:
             out.append(found)
         self.next_id = nxt
         return out
+
+    def intern_stream(self, scope: str, raws: Ids) -> Ids:
+        """Intern a stream of raw ids into ``scope`` at once, negative ones as private ids.
+
+        The result equals walking ``raws`` in order and calling :meth:`intern` for each
+        non-negative value and :meth:`private` for each negative one, provided every
+        negative value occurs once. It runs vectorized: the scope keeps what it learns as
+        two sorted arrays, moved into its dictionary only when the per-id methods need it.
+
+        Args:
+            scope: the content scope of the non-negative ids.
+            raws: the stream; each negative value stands for one private id.
+
+        Returns:
+            The interned ids, same shape as ``raws``.
+        """
+        if raws.size == 0:
+            return np.empty(0, dtype=np.int64)
+        table = self._scopes.get(scope)
+        low, top = int(raws.min()), int(raws.max())
+        if not table and scope not in self._arrays and low >= 0 and top < 4 * raws.size + 1024:
+            return self._intern_dense(scope, raws, top + 1)
+        uniq, first, inverse = np.unique(raws, return_index=True, return_inverse=True)
+        known = np.full(uniq.size, -1, dtype=np.int64)
+        shared = uniq >= 0
+        if table:
+            values = uniq[shared].tolist()
+            known[shared] = np.fromiter(
+                (table.get(v, -1) for v in values), dtype=np.int64, count=len(values)
+            )
+        keys, ids = self._arrays.get(scope, (np.empty(0, np.int64), np.empty(0, np.int64)))
+        if keys.size:
+            at = np.minimum(np.searchsorted(keys, uniq), keys.size - 1)
+            hit = shared & (keys[at] == uniq)
+            known[hit] = ids[at[hit]]
+        fresh = np.flatnonzero(known < 0)
+        fresh = fresh[np.argsort(first[fresh], kind="stable")]
+        known[fresh] = np.arange(self.next_id, self.next_id + fresh.size, dtype=np.int64)
+        self.next_id += int(fresh.size)
+        named = fresh[shared[fresh]]
+        if named.size:
+            if table:
+                table.update(zip(uniq[named].tolist(), known[named].tolist(), strict=True))
+            else:
+                keys = np.concatenate((keys, uniq[named]))
+                ids = np.concatenate((ids, known[named]))
+                order = np.argsort(keys, kind="stable")
+                self._arrays[scope] = (keys[order], ids[order])
+        return known[inverse.reshape(-1)]
+
+    def _intern_dense(self, scope: str, raws: Ids, size: int) -> Ids:
+        """:meth:`intern_stream` into an empty scope of small non-negative ids, unsorted:
+        each value's first position, then ranks by a running count (bench/read.py)."""
+        count = raws.size
+        first = np.full(size, count, dtype=np.int64)
+        np.minimum.at(first, raws, np.arange(count, dtype=np.int64))
+        starts = np.zeros(count, dtype=np.bool_)
+        starts[first[first < count]] = True
+        rank = np.cumsum(starts, dtype=np.int64) - 1 + self.next_id
+        lookup = np.full(size, -1, dtype=np.int64)
+        lookup[raws[starts]] = rank[starts]
+        self.next_id += int(starts.sum())
+        keys = np.flatnonzero(lookup >= 0).astype(np.int64)
+        self._arrays[scope] = (keys, lookup[keys])
+        return lookup[raws]
+
+    def _table(self, scope: str) -> dict[Hashable, int]:
+        """The scope's dictionary, with anything :meth:`intern_stream` learnt moved in."""
+        table = self._scopes.setdefault(scope, {})
+        pending = self._arrays.pop(scope, None)
+        if pending is not None:
+            keys, ids = pending
+            order = np.argsort(ids, kind="stable")  # first-seen order, as intern() would
+            table.update(zip(keys[order].tolist(), ids[order].tolist(), strict=True))
+        return table
 
     def intern_array(self, raws: npt.NDArray[np.int64]) -> Ids:
         """Intern a whole scope's int ids at once, in first-seen order, as a fresh scope.
@@ -105,12 +182,14 @@ class LocalScope:
 
     State: the parent interner and this scope's tables ``raw id -> int`` (a dictionary,
     and while only small non-negative ints were interned, an array indexed by them; the
-    array moves into the dictionary the first time anything else comes).
+    array moves into the dictionary the first time anything else comes), and how many
+    raw ids were offered (the array never grows past 16 entries per id offered).
     """
 
     parent: ContentInterner
     table: dict[Hashable, int] = attrs.field(factory=dict, repr=False)
     lookup: Ids | None = attrs.field(default=None, repr=False)
+    offered: int = 0
 
     def intern_many(self, raws: Sequence[Hashable]) -> list[int]:
         """Intern every raw id of ``raws`` in order and return their ints."""
@@ -141,9 +220,13 @@ class LocalScope:
         if raws.size == 0:
             return np.empty(0, dtype=np.int64)
         top = int(raws.max())
-        if self.lookup is None and not self.table:
+        self.offered += int(raws.size)
+        # The table is indexed by raw id: it may not outgrow the ids offered so far (a
+        # single id of 16,000,000 would otherwise cost 128 MB).
+        dense = top < 1024 + 16 * self.offered
+        if self.lookup is None and not self.table and dense:
             self.lookup = np.full(max(1024, top + 1), -1, dtype=np.int64)
-        if self.lookup is None or int(raws.min()) < 0 or top >= _TABLE_LIMIT:
+        if self.lookup is None or int(raws.min()) < 0 or top >= _TABLE_LIMIT or not dense:
             return np.asarray(self.intern_many(raws.tolist()), dtype=np.int64)
         if self.lookup.size <= top:
             grown = np.full(max(top + 1, 2 * self.lookup.size), -1, dtype=np.int64)
@@ -192,7 +275,14 @@ class Run:
     block_id: int | None = None
 
 
-def reblock(runs: Sequence[Run], block_size: int, interner: ContentInterner, scope: str) -> Ids:
+def reblock(
+    runs: Sequence[Run],
+    block_size: int,
+    interner: ContentInterner,
+    scope: str,
+    *,
+    known: Ids | None = None,
+) -> Ids:
     """Cut a merged prompt into windows of ``block_size`` tokens and name each (§1.4.4).
 
     A window that is exactly one whole trace block keeps that block's id
@@ -205,6 +295,10 @@ def reblock(runs: Sequence[Run], block_size: int, interner: ContentInterner, sco
         block_size: tokens per window ``T``.
         interner: the run's interner.
         scope: the content scope of the raw tuples.
+        known: the ids of the first whole windows, as an earlier ``reblock`` of runs these
+            runs begin with named them; they are kept and the cutting starts after them
+            (same result, since those windows cover the same pieces and were interned).
+            A session's turn so costs its new tokens, not its whole context.
 
     Returns:
         ``ceil(total / T)`` ids.
@@ -212,8 +306,12 @@ def reblock(runs: Sequence[Run], block_size: int, interner: ContentInterner, sco
     out: list[int] = []
     pieces: list[tuple[int, int, int]] = []
     filled = 0
+    skip = 0 if known is None else int(known.size) * block_size
     for index, run in enumerate(runs):
-        offset = 0
+        if skip >= run.tokens:
+            skip -= run.tokens
+            continue
+        offset, skip = skip, 0
         while offset < run.tokens:
             take = min(run.tokens - offset, block_size - filled)
             pieces.append((index, offset, offset + take))
@@ -225,7 +323,8 @@ def reblock(runs: Sequence[Run], block_size: int, interner: ContentInterner, sco
                 filled = 0
     if pieces:
         out.append(_window_id(pieces, runs, block_size, interner, scope))
-    return np.asarray(out, dtype=np.int64)
+    made = np.asarray(out, dtype=np.int64)
+    return made if known is None else np.concatenate((known.astype(np.int64), made))
 
 
 def _window_id(

@@ -8,9 +8,18 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-from ._exceptions import WorkloadConfigError
+from ._exceptions import TraceFormatError, WorkloadConfigError
 from ._fields import Located, fit_ids, fmt_number, iter_json_lines, source_label
 from ._intern import ContentInterner, Run, reblock
+from ._limits import (
+    MAX_IDS,
+    MAX_INSTANT_MS,
+    MAX_TOKENS,
+    ids_problem,
+    instant_problem,
+    tokens_problem,
+)
+from ._mooncake_fast import read_mooncake_fast
 from ._request import ArrivalRule, Dep, Identity, Request
 from ._workload import Tolerated, Workload, check_source
 
@@ -28,6 +37,7 @@ class _Session:
     runs: list[Run]
     last_input_length: int
     last_output_length: int
+    last_content: npt.NDArray[np.int64]
 
 
 def read_mooncake(
@@ -98,14 +108,21 @@ def request_fields(
     in_key = loc.alias("input_length", "input_tokens")
     out_key = loc.alias("output_length", "output_tokens")
     given = loc.integer(in_key, minimum=1) if in_key else None
+    if given is not None and given > MAX_TOKENS:
+        raise loc.error(in_key or "input_length", tokens_problem(given))
     if out_key is None:
         raise loc.error("output_length", "required")
     output = loc.integer(out_key, minimum=0)
+    if output > MAX_TOKENS:
+        raise loc.error(out_key, tokens_problem(output))
     raw = loc.id_list("hash_ids", minimum=0)
     if given is None:
         given = int(raw.size) * block
         if given == 0:
             raise loc.error("input_length", "required when hash_ids is empty")
+        if given > MAX_TOKENS:
+            problem = f"{raw.size} ids at block_size {block} make a prompt that "
+            raise loc.error("hash_ids", problem + tokens_problem(given))
     return timestamp, given, output, raw
 
 
@@ -128,13 +145,36 @@ def _read(
     src = check_source(source if source is not None else source_label(path))
     block = check_block_size(block_size)
     ids = interner if interner is not None else ContentInterner()
-    scope = f"global:{src}"
     file = str(path)
+    with open(path, "rb") as stream:
+        data = stream.read()
+    fast = read_mooncake_fast(file, data, src, block, closed_loop, ids, delta=delta)
+    if fast is not None:
+        return fast
+    return read_records(file, src, block, closed_loop, ids, delta=delta)
+
+
+def read_records(
+    file: str,
+    src: str,
+    block: int,
+    closed_loop: bool,
+    ids: ContentInterner,
+    *,
+    delta: bool,
+) -> Workload:
+    """Read a Mooncake trace record by record, validating each field as it comes.
+
+    The reference reading: :func:`read_mooncake_fast` must return what this returns, and
+    any file it declines comes here, which names the first bad record.
+    """
+    scope = f"global:{src}"
     requests: list[Request] = []
     sessions: dict[str, _Session] = {}
     surplus = tails = ignored = 0
     min_root: float | None = None
-    with open(path, "rb") as stream:
+    roots: list[tuple[int, str, float]] = []  # (line, timestamp key, timestamp) of roots
+    with open(file, "rb") as stream:
         for line, value in iter_json_lines(stream, file):
             loc = Located(file, line, value)
             timestamp, given_input, output, raw = request_fields(loc, block)
@@ -142,6 +182,8 @@ def _read(
             session_key = loc.id_string("session_id", required=False)
             delay_key = loc.alias("delay", "delay_ms")
             delay = loc.number(delay_key) if delay_key else None
+            if delay is not None and delay > MAX_INSTANT_MS:
+                raise loc.error(delay_key or "delay", instant_problem(delay))
 
             kept, extra, tail = fit_ids(raw, given_input, block, loc)
             surplus += extra
@@ -169,6 +211,7 @@ def _read(
                     raise loc.error("timestamp", f"required on {what}")
                 if timestamp is not None:
                     min_root = timestamp if min_root is None else min(min_root, timestamp)
+                    roots.append((line, ts_key or "timestamp", timestamp))
                 arrival = ArrivalRule(not_before_ms=timestamp, after=())
                 prompt = given_input
                 content = np.asarray(interned, dtype=np.int64)
@@ -186,6 +229,7 @@ def _read(
                         runs=runs,
                         last_input_length=given_input,
                         last_output_length=output,
+                        last_content=content,
                     )
             else:
                 if delay is not None:
@@ -206,6 +250,11 @@ def _read(
                             f"goes back {fmt_number(-think)} ms from the previous turn "
                             f"of session {session_key!r}",
                         )
+                    if think > MAX_INSTANT_MS:
+                        raise loc.error(
+                            ts_key or "timestamp",
+                            instant_problem(think, " after the previous turn"),
+                        )
                     session.latest_timestamp_ms = timestamp
                 else:
                     think = 0.0
@@ -224,7 +273,16 @@ def _read(
                     ]
                     new_runs = [r for r in new_runs if r.tokens > 0]
                     prompt = session.last_input_length + session.last_output_length + given_input
-                    content = reblock(new_runs, block, ids, scope)
+                    if -(-prompt // block) > MAX_IDS:
+                        what = f"the merged prompt of turn {session.turns}: "
+                        raise loc.error("input_length", what + ids_problem(prompt, block))
+                    if prompt > MAX_TOKENS:
+                        raise loc.error(
+                            "input_length",
+                            f"the merged prompt of turn {session.turns} " + tokens_problem(prompt),
+                        )
+                    whole = session.last_content[: session.last_input_length // block]
+                    content = reblock(new_runs, block, ids, scope, known=whole)
                     session.runs = new_runs
                 else:
                     prompt = given_input
@@ -233,6 +291,7 @@ def _read(
                 session.turns += 1
                 session.last_input_length = prompt
                 session.last_output_length = output
+                session.last_content = content
             requests.append(
                 Request(
                     id=request_id,
@@ -244,6 +303,9 @@ def _read(
                     identity=identity,
                 )
             )
+    if not requests:
+        raise no_requests(file)
+    check_instants(file, roots, min_root)
     if min_root:
         requests = [_shift(r, min_root) for r in requests]
     return Workload(
@@ -254,6 +316,20 @@ def _read(
             surplus_ids=surplus, private_tail_ids=tails, ignored_timestamps=ignored
         ),
     )
+
+
+def no_requests(file: str) -> TraceFormatError:
+    """The error for a JSONL trace without a single record."""
+    return TraceFormatError(file, 1, "-", "no requests (the file is empty or blank)")
+
+
+def check_instants(file: str, roots: list[tuple[int, str, float]], origin: float | None) -> None:
+    """Raise for the first root whose shifted timestamp is past the clock's range."""
+    shift = origin or 0.0
+    for line, key, timestamp in roots:
+        if timestamp - shift > MAX_INSTANT_MS:
+            problem = instant_problem(timestamp - shift, " after the trace's first arrival")
+            raise TraceFormatError(file, line, key, problem)
 
 
 def _block_runs(interned: list[int], tokens: int, block: int) -> list[Run]:

@@ -79,9 +79,14 @@ def detect_format(path: str | Path) -> FormatChoice:
     A directory or ``.tar*`` archive is ``weka``, so is ``.json``; a ``.jsonl`` whose first
     object has ``requests`` is ``weka``, else ``agentic`` if any row has ``wait_for``, else
     ``mooncake``; a ``.csv`` goes by its header. ``mooncake-delta`` is never detected.
+    A file that fits two formats is refused, naming both: a ``.jsonl`` whose first object
+    has ``requests`` and also ``hash_ids`` or ``output_length`` (weka and mooncake), or
+    ``requests`` first and ``wait_for`` later (weka and agentic); a CSV header holding the
+    columns of two formats.
 
     Raises:
-        TraceFormatError: a ``.jsonl`` line is not JSON, or a CSV header is unknown.
+        TraceFormatError: a ``.jsonl`` line is not JSON, a CSV header is unknown, or the
+            file fits two formats.
         WorkloadConfigError: the path has no recognised kind.
     """
     p = Path(path)
@@ -104,34 +109,57 @@ def detect_format(path: str | Path) -> FormatChoice:
 
 def _detect_jsonl(path: Path) -> FormatChoice:
     file = str(path)
-    first = True
+    first: FormatChoice | None = None  # what the first object says
+    seen_first = False
     with open(path, "rb") as stream:
         for number, raw in enumerate(stream, start=1):
             data = raw[3:] if number == 1 and raw.startswith(b"\xef\xbb\xbf") else raw
             if not data.strip():
                 continue
             # Only the first object and rows that mention wait_for need parsing.
-            if not first and b"wait_for" not in data:
+            if seen_first and b"wait_for" not in data:
                 continue
             value = decode_json(data.rstrip(b"\r\n"), file, number)
             if isinstance(value, dict):
-                if first and "requests" in value:
-                    return FormatChoice("weka", "first object has requests")
+                if not seen_first and "requests" in value:
+                    first = FormatChoice("weka", "first object has requests")
+                    if "hash_ids" in value or "output_length" in value:
+                        other = FormatChoice("mooncake", "first object has hash_ids")
+                        raise _ambiguous(file, number, first, other)
                 if "wait_for" in value:
-                    return FormatChoice("agentic", f"line {number} has wait_for")
-            first = False
-    return FormatChoice("mooncake", "no requests and no wait_for")
+                    agentic = FormatChoice("agentic", f"line {number} has wait_for")
+                    if first is not None:
+                        raise _ambiguous(file, number, first, agentic)
+                    return agentic
+            seen_first = True
+    return first or FormatChoice("mooncake", "no requests and no wait_for")
+
+
+def _ambiguous(file: str, line: int, a: FormatChoice, b: FormatChoice) -> TraceFormatError:
+    problem = (
+        f"fits two formats, {a.name} ({a.reason}) and {b.name} ({b.reason}); name one with format="
+    )
+    return TraceFormatError(file, line, "-", problem)
 
 
 def _detect_csv(path: Path) -> FormatChoice:
     with open(path, "rb") as stream:
         raw = stream.readline()
     text = raw.decode("utf-8", errors="replace").lstrip("\ufeff")
-    header = next(csv.reader(io.StringIO(text)), [])
+    try:
+        header = next(csv.reader(io.StringIO(text)), [])
+    except csv.Error as exc:
+        raise TraceFormatError(str(path), 1, "-", f"invalid CSV ({exc})") from None
     columns = {c.strip() for c in header}
-    for name, expected in CSV_HEADERS.items():
-        if set(expected) <= columns:
-            return FormatChoice(name, f"CSV header has {','.join(expected)}")
+    fits = [
+        FormatChoice(name, f"CSV header has {','.join(expected)}")
+        for name, expected in CSV_HEADERS.items()
+        if set(expected) <= columns
+    ]
+    if len(fits) > 1:
+        raise _ambiguous(str(path), 1, fits[0], fits[1])
+    if fits:
+        return fits[0]
     listed = " | ".join(",".join(h) for h in CSV_HEADERS.values())
     raise TraceFormatError(str(path), 1, "-", f"unknown CSV header; expected one of: {listed}")
 

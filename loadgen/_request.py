@@ -119,3 +119,45 @@ class Request:
     def arrival_ms(self) -> float:
         """The absolute release time of a root request (``not_before_ms``, 0 if unset)."""
         return 0.0 if self.arrival.not_before_ms is None else self.arrival.not_before_ms
+
+
+_REQUEST_FIELDS = tuple(field.name for field in attrs.fields(Request))
+_SET = tuple(Request.__dict__[name].__set__ for name in _REQUEST_FIELDS)
+
+
+def requests_from_columns(
+    ids: list[str],
+    input_lengths: list[int],
+    output_lengths: list[int],
+    block_size: int,
+    hash_ids: list[HashIds],
+    arrivals: list[ArrivalRule],
+    identities: list[Identity],
+) -> tuple[Request, ...]:
+    """Build many requests from validated columns, as ``Request(...)`` would, faster.
+
+    A reader that has validated whole columns builds its requests here: the slots are
+    filled directly, skipping the per-field ``__init__`` machinery (half of building
+    12,031 requests, bench/read.py). Every ``hash_ids`` must already be what
+    :func:`as_hash_ids` returns unchanged (a read-only contiguous one-dimensional int64
+    array); it is not checked. ``model`` and ``recorded_service_ms`` are None.
+    """
+    s_id, s_in, s_out, s_block, s_ids, s_arrival, s_identity, s_model, s_service = _SET
+    new = object.__new__
+    out: list[Request] = []
+    append = out.append
+    for rid, prompt, output, content, arrival, identity in zip(
+        ids, input_lengths, output_lengths, hash_ids, arrivals, identities, strict=True
+    ):
+        request = new(Request)
+        s_id(request, rid)
+        s_in(request, prompt)
+        s_out(request, output)
+        s_block(request, block_size)
+        s_ids(request, content)
+        s_arrival(request, arrival)
+        s_identity(request, identity)
+        s_model(request, None)
+        s_service(request, None)
+        append(request)
+    return tuple(out)

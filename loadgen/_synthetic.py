@@ -27,6 +27,15 @@ from ._distributions import (
 )
 from ._exceptions import WorkloadConfigError
 from ._intern import ContentInterner, Run, reblock
+from ._limits import (
+    MAX_COUNT,
+    MAX_IDS,
+    MAX_INSTANT_MS,
+    MAX_TOKENS,
+    ids_problem,
+    instant_problem,
+    tokens_problem,
+)
 from ._read import read_trace
 from ._request import ArrivalRule, Dep, Identity, Request
 from ._workload import Workload
@@ -35,6 +44,7 @@ __all__ = ("EmpiricalLengths", "SyntheticSpec", "generate_synthetic", "parse_syn
 
 STREAMS: tuple[str, ...] = ("arrivals", "lengths", "prefix", "think")
 _SCOPE = "syn"
+MAX_TURNS = 100_000  # turns per session: each later turn holds every earlier one
 _INPUT = Fixed(512.0)
 _OUTPUT = Fixed(128.0)
 _ONE = Fixed(1.0)
@@ -134,6 +144,21 @@ class SyntheticSpec:
         for name in ("input", "output"):
             if isinstance(getattr(self, name), Exponential):
                 raise WorkloadConfigError(f"{name}: must be fixed, uniform or lognormal")
+        if self.count > MAX_COUNT:
+            raise WorkloadConfigError(f"count: must be at most {MAX_COUNT}, got {self.count}")
+        for name in ("input_max", "output_max"):
+            bound = getattr(self, name)
+            if bound is not None and bound > MAX_TOKENS:
+                raise WorkloadConfigError(f"{name}: {tokens_problem(bound)}")
+        for name in ("input", "output", "new_input"):
+            dist = getattr(self, name)
+            top = dist.value if isinstance(dist, Fixed) else getattr(dist, "high", None)
+            if top is not None and top > MAX_TOKENS:
+                raise WorkloadConfigError(f"{name}: {tokens_problem(_shown(top))}")
+        if isinstance(self.turns, (Fixed, Uniform)):
+            most = self.turns.value if isinstance(self.turns, Fixed) else self.turns.high
+            if most > MAX_TURNS:
+                raise WorkloadConfigError(f"turns: must be at most {MAX_TURNS}, got {_shown(most)}")
 
     @property
     def sessions(self) -> bool:
@@ -238,6 +263,28 @@ def _scalar(text: str) -> Any:
     return number
 
 
+def _shown(value: float) -> int | float:
+    return int(value) if math.isfinite(value) and float(value).is_integer() else value
+
+
+def _check_lengths(
+    request_id: str, block: int, prompt: int, output: int, *, merged: bool = False
+) -> None:
+    """Refuse a drawn (or merged) prompt or output past the limits, before building it."""
+    if prompt > MAX_TOKENS:
+        if merged:
+            has = f"the merged prompt of {request_id} has {prompt} tokens"
+            raise WorkloadConfigError(f"input: {has}; at most {MAX_TOKENS}")
+        drew = f"{request_id} drew {prompt} tokens"
+        raise WorkloadConfigError(f"input: {drew}; at most {MAX_TOKENS} (set input_max)")
+    if -(-prompt // block) > MAX_IDS:
+        what = "the merged prompt of " if merged else ""
+        raise WorkloadConfigError(f"input: {what}{request_id}: {ids_problem(prompt, block)}")
+    if output > MAX_TOKENS:
+        drew = f"{request_id} drew {output} tokens"
+        raise WorkloadConfigError(f"output: {drew}; at most {MAX_TOKENS} (set output_max)")
+
+
 def _clamp(value: float, low: int, high: int | None) -> int:
     out = max(low, int(value))
     return out if high is None else min(out, high)
@@ -271,10 +318,14 @@ def generate_synthetic(
     for i in range(spec.count):
         if i:
             at_ms += float(spec.arrivals.gaps_ms(arrivals_rng, 1)[0])
+            if not at_ms <= MAX_INSTANT_MS:
+                problem = instant_problem(at_ms, f" (session {i})")
+                raise WorkloadConfigError(f"arrivals: {problem}")
         turns = int(spec.turns.draw(lengths_rng))
         prompt, output = _first_lengths(spec, lengths_rng)
         base = f"syn:s{i}" if spec.sessions else f"syn:{i}"
         first_id = f"{base}/0" if spec.sessions else base
+        _check_lengths(first_id, block, prompt, output)
         runs, first_content = _first_runs(spec, first_id, prompt, prefix_rng, ids)
         previous: Request | None = None
         for k in range(turns):
@@ -288,6 +339,16 @@ def generate_synthetic(
                     raise WorkloadConfigError("turns: internal order")
                 new, output = _later_lengths(spec, lengths_rng)
                 think = float(spec.think_ms.draw(think_rng))
+                if not think <= MAX_INSTANT_MS:
+                    problem = instant_problem(think, f" before {request_id}")
+                    raise WorkloadConfigError(f"think_ms: {problem}")
+                _check_lengths(
+                    request_id,
+                    block,
+                    prev.input_length + prev.output_length + new,
+                    output,
+                    merged=True,
+                )
                 runs = [
                     *runs,
                     Run(("out", prev.id), prev.output_length),

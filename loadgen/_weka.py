@@ -22,6 +22,7 @@ from ._fields import (
     source_label,
 )
 from ._intern import ContentInterner, LocalScope
+from ._limits import MAX_INSTANT_MS, MAX_MEMBER_BYTES, instant_problem
 from ._lineage import derive_lineage
 from ._request import ArrivalRule, Dep, Identity, Request
 from ._weka_scan import PLACEHOLDER, ScannedIds, scan_hash_ids
@@ -61,6 +62,7 @@ class _Call:
     model: str
     service_ms: float | None
     after: list[Dep]
+    where: str = ""  # the JSON path of its ``t``, for errors
 
 
 @attrs.define(eq=False)
@@ -167,6 +169,8 @@ class _PlayReader:
             kept = np.concatenate((kept, np.array([self.scope.private()], dtype=np.int64)))
             self.tails += 1
         api = loc.optional_number("api_time")
+        if api is not None and _ms(api) > MAX_INSTANT_MS:
+            raise loc.error("api_time", instant_problem(_ms(api)))
         for key in ("think_time", "ttft"):
             loc.optional_number(key)
         end = round(start + _ms(api), 6) if api is not None else start
@@ -184,6 +188,7 @@ class _PlayReader:
             model=model,
             service_ms=_ms(api) if api is not None else None,
             after=[],
+            where=f"{loc.path}t",
         )
 
     def _ids(self, loc: Located) -> Ids:
@@ -309,18 +314,19 @@ def _documents(path: Path, file: str) -> Iterator[tuple[str, int, bytes]]:
             key=lambda p: p.relative_to(path).as_posix(),
         )
         for one in found:
-            yield from _split(str(one), one.suffix, one.read_bytes())
+            if one.suffix == ".jsonl":
+                yield from _lines(one, str(one))
+            else:
+                _check_size(str(one), one.stat().st_size)
+                yield from _split(str(one), one.suffix, one.read_bytes())
         return
     name = path.name.lower()
     if name.endswith(".json"):
+        _check_size(file, path.stat().st_size)
         yield from _split(file, ".json", path.read_bytes())
         return
     if name.endswith(".jsonl"):
-        with open(path, "rb") as stream:
-            for number, raw in enumerate(stream, start=1):
-                data = raw[3:] if number == 1 and raw.startswith(b"\xef\xbb\xbf") else raw
-                if data.strip():
-                    yield file, number, data
+        yield from _lines(path, file)
         return
     try:
         archive = tarfile.open(path, "r:*")  # noqa: SIM115 - closed by the with below
@@ -332,12 +338,36 @@ def _documents(path: Path, file: str) -> Iterator[tuple[str, int, bytes]]:
                 suffix = Path(member.name).suffix
                 if not member.isfile() or suffix not in (".json", ".jsonl"):
                     continue
+                _check_size(f"{file}!{member.name}", member.size)
                 content = archive.extractfile(member)
                 if content is None:  # pragma: no cover - regular files always have data
                     continue
                 yield from _split(f"{file}!{member.name}", suffix, content.read())
         except (tarfile.TarError, EOFError, OSError) as exc:
             raise TraceFormatError(file, 1, "-", f"broken tar archive ({exc})") from None
+
+
+def _check_size(label: str, size: int) -> None:
+    if size > MAX_MEMBER_BYTES:
+        problem = f"{size} bytes; a play file may hold at most {MAX_MEMBER_BYTES} (64 MiB)"
+        raise TraceFormatError(label, 1, "-", problem)
+
+
+def _lines(path: Path, file: str) -> Iterator[tuple[str, int, bytes]]:
+    """The non-blank lines of a JSONL file, each read in bounded memory."""
+    with open(path, "rb") as stream:
+        number = 0
+        while True:
+            raw = stream.readline(MAX_MEMBER_BYTES + 1)
+            if not raw:
+                return
+            number += 1
+            if len(raw) > MAX_MEMBER_BYTES:
+                problem = f"a line longer than {MAX_MEMBER_BYTES} bytes (64 MiB)"
+                raise TraceFormatError(file, number, "-", problem)
+            data = raw[3:] if number == 1 and raw.startswith(b"\xef\xbb\xbf") else raw
+            if data.strip():
+                yield file, number, data
 
 
 def _split(label: str, suffix: str, data: bytes) -> Iterator[tuple[str, int, bytes]]:
@@ -457,6 +487,10 @@ def read_weka(
         tails += reader.tails
         lineage = derive_lineage(reader.candidates).lineages
         first_ms = min((c.start_ms for c in reader.calls), default=0.0)
+        for call in reader.calls:
+            if call.start_ms - first_ms > MAX_INSTANT_MS:
+                what = " after the play's first call"
+                raise loc.error(call.where, instant_problem(call.start_ms - first_ms, what))
         base = len(requests)
         for call in reader.calls:
             floor = round(call.start_ms - first_ms, 6)
@@ -490,6 +524,13 @@ def read_weka(
             )
         )
         groups.extend(reader.groups)
+    if not requests:
+        problem = (
+            f"no requests (found {len(plays)} plays and no calls)"
+            if plays
+            else "no requests (no .json or .jsonl play found)"
+        )
+        raise TraceFormatError(str(path), 1, "-", problem)
     return Workload(
         requests=tuple(requests),
         source=src,

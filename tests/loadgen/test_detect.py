@@ -11,6 +11,9 @@ import loadgen
 
 from .conftest import AZURE, MOONCAKE, WEKA
 
+CALL = {"t": 0, "type": "n", "model": "m", "in": 64, "out": 1, "hash_ids": [1]}
+PLAY = {"id": "p", "block_size": 64, "hash_id_scope": "local", "requests": [CALL]}
+
 
 @pytest.mark.parametrize(
     ("name", "text", "note"),
@@ -28,13 +31,12 @@ from .conftest import AZURE, MOONCAKE, WEKA
         ),
         (
             "w.jsonl",
-            json.dumps({"id": "p", "block_size": 64, "hash_id_scope": "local", "requests": []})
-            + "\n",
+            json.dumps(PLAY) + "\n",
             "format auto: weka (first object has requests)",
         ),
         (
             "w.json",
-            json.dumps({"id": "p", "block_size": 64, "hash_id_scope": "local", "requests": []}),
+            json.dumps(PLAY),
             "format auto: weka (a .json file)",
         ),
         (

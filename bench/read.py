@@ -1,0 +1,337 @@
+"""Benchmark the trace readers: CPU time per read and per content id, old against new.
+
+Each case reads one trace with the current reader and with its reference (the
+record-by-record reading kept as the oracle: ``loadgen._mooncake.read_records`` for the
+Mooncake formats, ``reference_csv`` below for the CSV formats), interleaved, ``--repeat``
+times, and reports the medians of :func:`time.process_time`. Both results must be the same
+workload (requests, content ids, arrivals, identities); the benchmark stops if not. Every
+timed read starts from the same heap: the garbage collector has just run and no earlier
+result is alive (a larger heap makes the collector run less often, which flatters readers
+that allocate while it is on).
+
+``--baseline DIR`` adds a third column: the ``loadgen`` package found in ``DIR`` (for
+example a checkout of an earlier commit), read the same way and compared the same way.
+
+Cases (the shared traces are found with ``--data``, default ``../shared/data``):
+
+- ``mooncake``: the Mooncake conversation trace (12,031 rows);
+- ``mooncake-delta``: the same file read as ``mooncake-delta``;
+- ``mooncake-sessions``: the same rows given ``session_id``s (ten turns a session), a
+  generated file; ``delta-sessions``: that file read as ``mooncake-delta``;
+- ``agentic``: the same rows as an agentic DAG (each turn waits for the previous one);
+- ``azure``: the Azure 2023 conversation trace (19,366 rows);
+- ``burstgpt``: the Azure rows written as a BurstGPT CSV (generated);
+- ``weka``: the WEKA Claude Code archive (63 M content ids), new reader only.
+
+Usage::
+
+    python bench/read.py [--repeat 7] [--data ../shared/data] [--baseline DIR] [--only azure]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import datetime as dt
+import gc
+import hashlib
+import importlib.util
+import json
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+import loadgen
+from loadgen import ArrivalRule, ContentInterner, Request, Workload
+from loadgen._mooncake import read_records
+
+Reader = Callable[[Path], Any]
+
+
+def fingerprint(workload: Any) -> str:
+    """A digest of everything a workload holds (works across package copies)."""
+
+    def rule(a: Any) -> Any:
+        return (a.not_before_ms, tuple((d.request_id, d.on, d.delay_ms) for d in a.after))
+
+    def ident(i: Any) -> Any:
+        return (i.conversation_id, i.turn_index, i.play_id, i.lane, i.phase, repr(i.lineage))
+
+    rows = tuple(
+        (
+            r.id,
+            r.input_length,
+            r.output_length,
+            r.block_size,
+            np.asarray(r.hash_ids, dtype=np.int64).tobytes(),
+            rule(r.arrival),
+            ident(r.identity),
+            r.model,
+            r.recorded_service_ms,
+        )
+        for r in workload.requests
+    )
+    tol = workload.tolerated
+    whole = (workload.source, workload.format, rows, repr(tol), len(workload.plays))
+    return hashlib.sha256(repr(whole).encode()).hexdigest()  # small: nothing big stays alive
+
+
+# --- reference readers (the oracles) ----------------------------------------------------
+
+
+def _mooncake_reference(delta: bool) -> Reader:
+    def read(path: Path) -> Workload:
+        src = path.name.split(".", 1)[0]
+        return read_records(str(path), src, 512, False, ContentInterner(), delta=delta)
+
+    return read
+
+
+def _azure_ticks(text: str) -> int:
+    date, clock = text.strip().split(" ")
+    year, month, day = (int(x) for x in date.split("-"))
+    hms, _, fraction = clock.partition(".")
+    hour, minute, second = (int(x) for x in hms.split(":"))
+    days = dt.date(year, month, day).toordinal() - dt.date(1970, 1, 1).toordinal()
+    seconds = ((days * 24 + hour) * 60 + minute) * 60 + second
+    return seconds * 10_000_000 + int(fraction[:7].ljust(7, "0"))
+
+
+def reference_csv(fmt: str) -> Reader:
+    """A plain ``csv.DictReader`` reading of a well-formed CSV trace (no validation)."""
+
+    def read(path: Path) -> Workload:
+        src = path.name.split(".", 1)[0]
+        ids = ContentInterner()
+        rows: list[tuple[int, float | int, int, int]] = []
+        dropped = 0
+        with open(path, newline="", encoding="utf-8") as stream:
+            for line, row in enumerate(csv.DictReader(stream), start=2):
+                if fmt == "azure":
+                    when: float | int = _azure_ticks(row["TIMESTAMP"])
+                    prompt, output = int(row["ContextTokens"]), int(row["GeneratedTokens"])
+                else:
+                    when = float(row["Timestamp"])
+                    prompt, output = int(row["Request tokens"]), int(row["Response tokens"])
+                    if output == 0:
+                        dropped += 1
+                        continue
+                rows.append((line, when, prompt, output))
+        scale = 10_000.0 if fmt == "azure" else 1e-3
+        origin = min(r[1] for r in rows)
+        requests = tuple(
+            Request(
+                id=f"{src}:{line}",
+                input_length=prompt,
+                output_length=output,
+                block_size=64,
+                hash_ids=ids.privates(-(-prompt // 64)),
+                arrival=ArrivalRule(not_before_ms=(when - origin) / scale),
+            )
+            for line, when, prompt, output in rows
+        )
+        tolerated = loadgen.Tolerated(dropped_failures=dropped)
+        return Workload(requests=requests, source=src, format=fmt, tolerated=tolerated)
+
+    return read
+
+
+# --- inputs ------------------------------------------------------------------------------
+
+
+def _sessions_file(mooncake: Path, folder: Path) -> Path:
+    out = folder / "sessions.jsonl"
+    with open(mooncake, "rb") as src, open(out, "w") as dst:
+        for index, raw in enumerate(src):
+            row = json.loads(raw)
+            row["session_id"] = f"s{index // 10}"
+            if index % 10:
+                row.pop("timestamp")
+                row["delay"] = 1000
+            dst.write(json.dumps(row) + "\n")
+    return out
+
+
+def _agentic_file(mooncake: Path, folder: Path) -> Path:
+    out = folder / "agentic.jsonl"
+    with open(mooncake, "rb") as src, open(out, "w") as dst:
+        for index, raw in enumerate(src):
+            row = json.loads(raw)
+            row["request_id"] = f"r{index}"
+            row["session_id"] = f"s{index // 10}"
+            if index % 10:
+                row["wait_for"] = [f"r{index - 1}"]
+                row["delay"] = 1000
+            dst.write(json.dumps(row) + "\n")
+    return out
+
+
+def _burstgpt_file(azure: Path, folder: Path) -> Path:
+    out = folder / "burstgpt.csv"
+    with open(azure, newline="") as src, open(out, "w", newline="") as dst:
+        writer = csv.writer(dst)
+        writer.writerow(
+            ["Timestamp", "Model", "Request tokens", "Response tokens", "Total tokens", "Log Type"]
+        )
+        first: int | None = None
+        for row in csv.DictReader(src):
+            ticks = _azure_ticks(row["TIMESTAMP"])
+            first = ticks if first is None else first
+            prompt, output = int(row["ContextTokens"]), int(row["GeneratedTokens"])
+            seconds = (ticks - first) / 10_000_000
+            writer.writerow(
+                [seconds, "ChatGPT", prompt, output, prompt + output, "Conversation log"]
+            )
+    return out
+
+
+def _baseline(folder: Path | None) -> ModuleType | None:
+    if folder is None:
+        return None
+    spec = importlib.util.spec_from_file_location(
+        "loadgen_baseline", folder / "__init__.py", submodule_search_locations=[str(folder)]
+    )
+    if spec is None or spec.loader is None:
+        raise SystemExit(f"--baseline: no package in {folder}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["loadgen_baseline"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+# --- measuring ---------------------------------------------------------------------------
+
+
+def _cpu(read: Reader, path: Path) -> tuple[float, Any]:
+    gc.collect()  # every read starts from a settled heap, whatever ran before it
+    start = time.process_time()
+    result = read(path)
+    return time.process_time() - start, result
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=7)
+    parser.add_argument("--data", type=Path, default=Path("../shared/data"))
+    parser.add_argument("--baseline", type=Path, default=None)
+    parser.add_argument("--only", action="append", default=None)
+    args = parser.parse_args(argv)
+    base = _baseline(args.baseline)
+    mooncake = args.data / "mooncake" / "conversation_trace.jsonl"
+    azure = args.data / "azure_llm_2023" / "AzureLLMInferenceTrace_conv.csv"
+    weka = args.data / "weka_cc" / "weka_cc_traces_v8_shared.tar.xz"
+    folder = Path(tempfile.mkdtemp(prefix="bench-read"))
+    sessions = _sessions_file(mooncake, folder)
+    cases: list[tuple[str, Path, Reader, Reader | None, Reader | None]] = [
+        (
+            "mooncake",
+            mooncake,
+            loadgen.read_mooncake,
+            _mooncake_reference(False),
+            base.read_mooncake if base else None,
+        ),
+        (
+            "mooncake-delta",
+            mooncake,
+            loadgen.read_mooncake_delta,
+            _mooncake_reference(True),
+            base.read_mooncake_delta if base else None,
+        ),
+        (
+            "mooncake-sessions",
+            sessions,
+            loadgen.read_mooncake,
+            _mooncake_reference(False),
+            base.read_mooncake if base else None,
+        ),
+        (
+            "delta-sessions",
+            sessions,
+            loadgen.read_mooncake_delta,
+            _mooncake_reference(True),
+            base.read_mooncake_delta if base else None,
+        ),
+        (
+            "agentic",
+            _agentic_file(mooncake, folder),
+            loadgen.read_agentic,
+            None,
+            base.read_agentic if base else None,
+        ),
+        (
+            "azure",
+            azure,
+            loadgen.read_azure,
+            reference_csv("azure"),
+            base.read_azure if base else None,
+        ),
+        (
+            "burstgpt",
+            _burstgpt_file(azure, folder),
+            loadgen.read_burstgpt,
+            reference_csv("burstgpt"),
+            base.read_burstgpt if base else None,
+        ),
+        ("weka", weka, loadgen.read_weka, None, base.read_weka if base else None),
+    ]
+    header = (
+        f"{'case':<18} {'rows':>7} {'ids':>10} {'new s':>8} {'ref s':>8} {'x ref':>6}"
+        f" {'base s':>8} {'x base':>7} {'ns/id':>7}"
+    )
+    print(header)
+    print("-" * len(header))
+    for name, path, new, ref, old in cases:
+        if args.only and name not in args.only:
+            continue
+        readers = {"new": new, "ref": ref, "base": old}
+        times: dict[str, list[float]] = {k: [] for k, r in readers.items() if r is not None}
+        prints: dict[str, Any] = {}
+        counts = (0, 0)  # rows and content ids of the new reading
+        repeat = 1 if name == "weka" else args.repeat
+        for round_ in range(repeat + (name != "weka")):
+            for key, read in readers.items():  # interleaved
+                if read is None:
+                    continue
+                seconds, result = _cpu(read, path)
+                if round_ or name == "weka":  # the first round warms up, untimed
+                    times[key].append(seconds)
+                if key not in prints:
+                    prints[key] = fingerprint(result)
+                if key == "new":
+                    requests = result.requests
+                    counts = (len(requests), sum(int(r.hash_ids.size) for r in requests))
+                    del requests
+                del result  # no reading's result stays alive while another is timed
+        for key, value in prints.items():
+            if value != prints["new"]:
+                raise SystemExit(f"{name}: the {key} reading differs from the new one")
+        rows, ids = counts
+        med = {k: statistics.median(v) for k, v in times.items()}
+
+        def cell(key: str, med: dict[str, float] = med) -> str:
+            return f"{med[key]:8.3f}" if key in med else f"{'-':>8}"
+
+        def ratio(key: str, med: dict[str, float] = med) -> str:
+            return f"{med[key] / med['new']:6.1f}" if key in med else f"{'-':>6}"
+
+        print(
+            f"{name:<18} {rows:>7} {ids:>10} {cell('new')} {cell('ref')}"
+            f" {ratio('ref')} {cell('base')} {ratio('base'):>7}"
+            f" {med['new'] / max(ids, 1) * 1e9:7.0f}"
+        )
+    print(
+        f"(CPU seconds, medians of {args.repeat} interleaved runs after one warm-up round;"
+        " weka once)"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
