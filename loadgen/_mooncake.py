@@ -8,6 +8,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
+from ._compressed import open_binary
 from ._exceptions import WorkloadConfigError
 from ._fields import Located, fit_ids, fmt_number, iter_json_lines, source_label
 from ._intern import ContentInterner, Run, reblock
@@ -134,7 +135,7 @@ def _read(
     sessions: dict[str, _Session] = {}
     surplus = tails = ignored = 0
     min_root: float | None = None
-    with open(path, "rb") as stream:
+    with open_binary(path) as stream:
         for line, value in iter_json_lines(stream, file):
             loc = Located(file, line, value)
             timestamp, given_input, output, raw = request_fields(loc, block)

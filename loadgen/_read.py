@@ -11,6 +11,7 @@ from typing import Any
 import attrs
 
 from ._agentic import read_agentic
+from ._compressed import open_binary, uncompressed_name
 from ._csvformats import read_azure, read_burstgpt, read_vidur
 from ._exceptions import TraceFormatError, WorkloadConfigError
 from ._fields import decode_json
@@ -78,14 +79,15 @@ def detect_format(path: str | Path) -> FormatChoice:
 
     A directory or ``.tar*`` archive is ``weka``, so is ``.json``; a ``.jsonl`` whose first
     object has ``requests`` is ``weka``, else ``agentic`` if any row has ``wait_for``, else
-    ``mooncake``; a ``.csv`` goes by its header. ``mooncake-delta`` is never detected.
+    ``mooncake``; a ``.csv`` goes by its header. ``mooncake-delta`` is never detected. A
+    trailing ``.xz`` or ``.gz`` is looked through: ``trace.jsonl.xz`` is a ``.jsonl`` file.
 
     Raises:
         TraceFormatError: a ``.jsonl`` line is not JSON, or a CSV header is unknown.
         WorkloadConfigError: the path has no recognised kind.
     """
     p = Path(path)
-    name = p.name.lower()
+    name = uncompressed_name(p).lower()  # trace.jsonl.xz is a .jsonl file
     if p.is_dir():
         return FormatChoice("weka", "a directory")
     if ".tar" in name and (name.endswith(".tar") or ".tar." in name):
@@ -105,7 +107,7 @@ def detect_format(path: str | Path) -> FormatChoice:
 def _detect_jsonl(path: Path) -> FormatChoice:
     file = str(path)
     first = True
-    with open(path, "rb") as stream:
+    with open_binary(path) as stream:
         for number, raw in enumerate(stream, start=1):
             data = raw[3:] if number == 1 and raw.startswith(b"\xef\xbb\xbf") else raw
             if not data.strip():
@@ -124,7 +126,7 @@ def _detect_jsonl(path: Path) -> FormatChoice:
 
 
 def _detect_csv(path: Path) -> FormatChoice:
-    with open(path, "rb") as stream:
+    with open_binary(path) as stream:
         raw = stream.readline()
     text = raw.decode("utf-8", errors="replace").lstrip("\ufeff")
     header = next(csv.reader(io.StringIO(text)), [])
