@@ -27,6 +27,7 @@ from loadgen import FORMATS, Workload, detect_format, generate_synthetic, read_t
 from policies import Policy
 from simclock import __version__
 
+from ._cli_datasets import add_datasets_parser, resolve_trace
 from ._cli_debug import (
     DebugOptions,
     add_debug_flags,
@@ -156,7 +157,10 @@ def build_parser() -> argparse.ArgumentParser:
         "trace",
         nargs="?",
         metavar="TRACE",
-        help="the trace file (default: the bundled Mooncake sample)",
+        help=(
+            "the trace file, or the name of a bundled dataset (simclock datasets); default: "
+            "the bundled Mooncake sample"
+        ),
     )
     replay.add_argument(
         "--format",
@@ -243,6 +247,7 @@ def build_parser() -> argparse.ArgumentParser:
         cast("argparse._SubParsersAction[argparse.ArgumentParser]", commands)
     )
     inspect.set_defaults(parser=inspect)
+    add_datasets_parser(cast("argparse._SubParsersAction[argparse.ArgumentParser]", commands))
     return parser
 
 
@@ -413,7 +418,7 @@ def _positive_float(text: str) -> float:
 @contextlib.contextmanager
 def _trace_path(trace: str | None) -> Iterator[Path]:
     if trace is not None:
-        yield Path(trace)
+        yield resolve_trace(trace)
         return
     sample = importlib.resources.files("replay").joinpath("data", SAMPLE_TRACE)
     with importlib.resources.as_file(sample) as path:

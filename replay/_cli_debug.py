@@ -25,6 +25,7 @@ from engines import Journal
 from loadgen import TraceFormatError, Workload
 from simclock import configure_logging, get_logger
 
+from ._cli_datasets import resolve_trace
 from ._inspect import format_workload_stats, inspect_trace, workload_stats_json
 from ._progress import Progress, ProgressMode, make_progress
 from ._report import ReplayResult
@@ -273,7 +274,10 @@ def add_inspect_parser(
             "hit ratio and sessions. Nothing is simulated."
         ),
     )
-    parser.add_argument("trace", type=Path, help="the trace file, directory or archive")
+    parser.add_argument(
+        "trace",
+        help="the trace file, directory or archive, or a bundled dataset's name",
+    )
     parser.add_argument("--format", default="auto", help="the trace format (default: auto-detect)")
     parser.add_argument("--source", help="the source label for request ids")
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
@@ -293,14 +297,14 @@ def run_inspect(args: argparse.Namespace, *, stdout: TextIO | None = None) -> in
         The exit status.
     """
     out = sys.stdout if stdout is None else stdout
-    path: Path = args.trace
+    path = resolve_trace(args.trace)
     try:
         workload, stats = inspect_trace(path, format=args.format, source=args.source)
     except (TraceFormatError, OSError, ValueError) as error:
         print(f"simclock inspect: error: {error}", file=sys.stderr)
         return 2
     if args.json:
-        out.write(workload_stats_json(stats, extra={"path": str(path), "format": workload.format}))
+        out.write(workload_stats_json(stats, extra={"path": args.trace, "format": workload.format}))
     else:
-        out.write(format_workload_stats(stats, title=f"{path} ({workload.format})"))
+        out.write(format_workload_stats(stats, title=f"{args.trace} ({workload.format})"))
     return 0

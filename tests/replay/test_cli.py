@@ -14,6 +14,7 @@ import replay._cli as cli
 import simclock
 from replay import OUTPUT_FILES, ReplayFailedError
 from replay._cli import EXIT_FAILED, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, main
+from tests.datasets import MOONCAKE, head_lines
 
 SAMPLE = Path(cli.__file__).parent / "data" / "mooncake_sample.jsonl"
 
@@ -48,12 +49,8 @@ def test_no_arguments_replays_the_bundled_sample_and_prints_the_table() -> None:
     assert "Mean TTFT (ms):" in out.stdout
 
 
-def test_bundled_sample_is_the_first_200_rows_of_the_mooncake_conversation_trace(
-    shared_data: Path,
-) -> None:
-    source = (shared_data / "mooncake" / "conversation_trace.jsonl").read_bytes()
-    rows = source.splitlines(keepends=True)
-    assert SAMPLE.read_bytes() == b"".join(rows[:200])
+def test_bundled_sample_is_the_first_200_rows_of_the_mooncake_conversation_trace() -> None:
+    assert SAMPLE.read_text(encoding="utf-8") == head_lines(MOONCAKE, 200)
     attribution = (SAMPLE.parent / "ATTRIBUTION.md").read_text()
     assert "github.com/kvcache-ai/Mooncake" in attribution
     assert "FAST25-release/traces/conversation_trace.jsonl" in attribution
