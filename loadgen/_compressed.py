@@ -30,7 +30,7 @@ _GZIP_MAGIC = b"\x1f\x8b"
 class _Decompressed(io.RawIOBase):
     """A raw stream over a decompressor that reports damage as a ``TraceFormatError``."""
 
-    def __init__(self, inner: IO[bytes], stream: IO[bytes], file: str, kind: str) -> None:
+    def __init__(self, inner: io.BufferedIOBase, stream: IO[bytes], file: str, kind: str) -> None:
         super().__init__()
         self._inner = inner
         self._stream = stream
@@ -75,7 +75,7 @@ def open_binary(path: str | Path) -> io.BufferedReader:
     stream = open(path, "rb")  # noqa: SIM115 - handed to the caller, who closes it
     try:
         head = stream.peek(len(_XZ_MAGIC))[: len(_XZ_MAGIC)]
-        inner: IO[bytes]
+        inner: io.BufferedIOBase
         if head.startswith(_XZ_MAGIC):
             inner, kind = lzma.LZMAFile(stream), "xz"  # noqa: SIM115 - closed with the reader
         elif head.startswith(_GZIP_MAGIC):

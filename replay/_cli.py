@@ -16,7 +16,7 @@ import contextlib
 import importlib.resources
 import sys
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO, cast
 
@@ -35,6 +35,7 @@ from ._cli_debug import (
     configure_from_args,
     debug_options_from_args,
     run_observed,
+    write_timeline,
 )
 from ._config import (
     DEFAULT_GPU,
@@ -53,10 +54,12 @@ from ._config import (
     resolve_config,
 )
 from ._exceptions import ReplayFailedError
-from ._output import OutputError, format_table, write_outputs
+from ._files import check_destinations
+from ._output import OUTPUT_FILES, OutputError, format_table, write_outputs
 from ._pd import pd_from_config
 from ._report import ReplayResult
 from ._runner import SEED_STREAMS, run
+from ._timeline import Timeline
 from ._topology import Aggregated, Topology
 
 __all__ = ("EXIT_FAILED", "EXIT_INTERNAL", "EXIT_OK", "EXIT_USAGE", "main")
@@ -445,14 +448,6 @@ def _read_workload(config: ReplayConfig) -> Workload:
             raise ConfigError(f"{config.trace or path}: {exc.strerror or exc}") from None
 
 
-def _check_output_dir(output_dir: str | None) -> None:
-    if output_dir is None:
-        return
-    path = Path(output_dir)
-    if path.exists() and not path.is_dir():
-        raise ConfigError(f"{output_dir}: --output-dir is not a directory")
-
-
 def _replay(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
     out = sys.stdout if stdout is None else stdout
     configure_from_args(args)
@@ -484,7 +479,10 @@ def _replay(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
         "workload": {key: getattr(args, key) for key in WORKLOAD_FLAGS},
     }
     config = resolve_config(file_values, overrides, source=source)
-    _check_output_dir(config.output_dir)
+    # Before anything is read or run: an unusable output location must not cost a run.
+    check_destinations(
+        output_dir=config.output_dir, output_files=OUTPUT_FILES, timeline=options.timeline_path
+    )
     workload = _read_workload(config)
     topology: Topology
     policy: Policy
@@ -504,10 +502,12 @@ def _replay(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
         policy = config.build_policy()
     status = EXIT_OK
     failure: str | None = None
+    timelines: list[Timeline] = []
     try:
         result = _execute(
             workload,
             options,
+            timelines.append,
             topology=topology,
             policy=policy,
             seed=config.seed,
@@ -519,21 +519,30 @@ def _replay(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
         result = exc.result
         status = EXIT_FAILED
         failure = str(exc)
-    if config.output_dir is not None:
-        write_outputs(result, config.output_dir)
+    # The table first, then the report files as a set, then the timeline: whatever fails to
+    # be written, what came before it is kept (and the error names the path).
     if not args.quiet:
         out.write(format_table(result))
         out.flush()
     if failure is not None:
         print(f"simclock replay: {failure}", file=sys.stderr)
+    if config.output_dir is not None:
+        write_outputs(result, config.output_dir)
+    if timelines and options.timeline_path is not None:
+        write_timeline(timelines[0], options.timeline_path)
     return status
 
 
-def _execute(workload: Workload, options: DebugOptions, **run_options: Any) -> ReplayResult:
+def _execute(
+    workload: Workload,
+    options: DebugOptions,
+    timeline_sink: Callable[[Timeline], None],
+    **run_options: Any,
+) -> ReplayResult:
     """Replay with :func:`replay.run`, or with the timeline/progress the flags ask for."""
     if options.timeline_path is None and options.progress == "none":
         return run(workload, **run_options)
-    return run_observed(workload, options=options, **run_options)
+    return run_observed(workload, options=options, timeline_sink=timeline_sink, **run_options)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
