@@ -55,6 +55,7 @@ from ._config import (
 )
 from ._exceptions import ReplayFailedError
 from ._files import check_destinations
+from ._limits import check_schedule
 from ._output import OUTPUT_FILES, OutputError, format_table, write_outputs
 from ._pd import pd_from_config
 from ._report import ReplayResult
@@ -484,6 +485,10 @@ def _replay(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
         output_dir=config.output_dir, output_files=OUTPUT_FILES, timeline=options.timeline_path
     )
     workload = _read_workload(config)
+    load = config.build_load()
+    pace = next((k for k in ("target_rate", "speedup") if k in config.workload), None)
+    where = config.origin(f"workload.{pace}") if pace else (config.trace or "the sample trace")
+    check_schedule(workload, load, where=where)
     topology: Topology
     policy: Policy
     if config.topology == "pd":
@@ -512,7 +517,7 @@ def _replay(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
             policy=policy,
             seed=config.seed,
             slo=config.slo,
-            load=config.build_load(),
+            load=load,
             config=config.as_json(),
         )
     except ReplayFailedError as exc:

@@ -10,11 +10,16 @@ from typing import Any
 
 from simclock import SimulationError
 
-__all__ = ("ReplayError", "ReplayFailedError", "WorkloadValidationError")
+__all__ = ("ConfigError", "ReplayError", "ReplayFailedError", "WorkloadValidationError")
 
 
 class ReplayError(SimulationError):
     """Root of the errors raised by replay."""
+
+
+class ConfigError(ReplayError, ValueError):
+    """A replay configuration (file or flag) is malformed, or an option is past a documented
+    limit; the text names the file (or flag) and the key: ``<where>: <problem>``."""
 
 
 class WorkloadValidationError(ReplayError, ValueError):

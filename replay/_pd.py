@@ -1045,7 +1045,7 @@ def pd_from_config(
     try:
         policy = pd_policy(config.policy.name, **config.policy.options)
     except TypeError as exc:
-        raise ConfigError(f"policy: {config.policy.name}: {exc}") from None
+        raise ConfigError(f"{config.origin('policy')}: {config.policy.name}: {exc}") from None
     return topology, policy
 
 

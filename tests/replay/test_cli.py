@@ -213,11 +213,11 @@ def test_outputs_are_byte_identical_across_pythonhashseed(
         ),
         (
             ["--timing", "fixed:speed=3"],
-            "simclock replay: error: timing: fixed: got an unexpected keyword argument 'speed'",
+            "simclock replay: error: --timing: fixed: got an unexpected keyword argument 'speed'",
         ),
         (
             ["--timing", "roofline", "--gpu", "H900"],
-            "simclock replay: error: timing: roofline: unknown GPU 'H900'; known: A100, B200, "
+            "simclock replay: error: --timing: roofline: unknown GPU 'H900'; known: A100, B200, "
             "H100, H200, L40S",
         ),
         (["--slo", "ttft=soon"], "simclock replay: error: --slo: ttft: 'soon' is not a number"),
@@ -266,7 +266,7 @@ def test_malformed_trace_names_file_line_and_field(
         ("run.toml", "workers = [", "invalid TOML: "),
         ("run.toml", "wrokers = 2\n", "wrokers: unknown key; known: trace, format, workers"),
         ("run.toml", "workers = 2.5\n", "workers: must be an integer >= 1, got 2.5"),
-        ("run.toml", "[engine]\nnum_blocks = 0\n", "EngineConfig.num_blocks must be an int >= 1"),
+        ("run.toml", "[engine]\nnum_blocks = 0\n", "engine: num_blocks: must be an int >= 1"),
         ("run.json", '{"workers": 2,\n "seed": }', ":2: -: invalid JSON: Expecting value"),
         ("run.json", "[1, 2]", ":1: -: the configuration must be a JSON object"),
         ("run.yaml", "workers: 2", ": a config file must end in .toml or .json"),
