@@ -42,6 +42,7 @@ from ._metrics import SLO
 from ._prepare import PreparedWorkload, prepare
 from ._report import EngineUsage, ReplayResult, RunMeta, finalize
 from ._topology import Topology
+from ._watch import ProgressWatch
 
 __all__ = ("SEED_STREAMS", "RunJournal", "run")
 
@@ -156,6 +157,7 @@ class _Run:
     stop_reason: StopReason | None = attrs.field(default=None, init=False)
     engine_failure: BaseException | None = attrs.field(default=None, init=False)
     driver_failure: BaseException | None = attrs.field(default=None, init=False)
+    loop_failure: simclock.SimulationError | None = attrs.field(default=None, init=False)
     _pool: _TokenizerPool | None = attrs.field(default=None, init=False)
     _terminal: set[str] = attrs.field(factory=set, init=False)
     _released: int = attrs.field(default=0, init=False)
@@ -193,6 +195,12 @@ class _Run:
                 policy_rng,
                 on_poison=self._on_poison,
             )
+        # A run whose clock moves without progress fails instead of running for ever.
+        self.runtime.wakeup_watch = ProgressWatch(
+            progress=lambda: (self._released, len(self._terminal)),
+            unsettled=self._unsettled_ids,
+            engines_idle=self._engines_idle,
+        ).check
         workload = self.prepared.workload
         if self.prepared.requests != workload.requests:
             workload = attrs.evolve(workload, requests=self.prepared.requests)
@@ -230,6 +238,14 @@ class _Run:
             e.view.waiting_count == 0 and e.view.running_count == 0 and e.view.pending_offers == 0
             for e in self.engines
         )
+
+    def _unsettled_ids(self) -> list[str]:
+        """Released requests that are not terminal, in release order."""
+        return [
+            rid
+            for rid, trace in self.journal.traces.items()
+            if rid not in self._terminal and trace.arrival_ns is not None
+        ]
 
     def _driver_done(self, task: asyncio.Task[DriverReport]) -> None:
         if task.cancelled():
@@ -385,21 +401,51 @@ class _Run:
 
 
 def _run_loop(replay: _Run) -> tuple[int, int]:
-    """Run ``replay.main`` on a fresh virtual loop; return (virtual end ns, events processed)."""
+    """Run ``replay.main`` on a fresh virtual loop; return (virtual end ns, events processed).
+
+    A :class:`simclock.SimulationError` of the loop (livelock, deadlock, stalled waiter; not
+    an internal error) ends the run: it is kept in ``replay.loop_failure``, every task left
+    is cancelled, and the caller reports the run up to that instant.
+    """
     loop = simclock.new_event_loop()
     try:
         replay.build()
         main = loop.create_task(replay.main(), name="replay")
         try:
-            loop.run_until_complete(main)
-        except simclock.DeadlockError:
-            if not replay.quiesce():
-                raise
-            loop.run_until_complete(main)
+            try:
+                loop.run_until_complete(main)
+            except simclock.DeadlockError:
+                if not replay.quiesce():
+                    raise
+                loop.run_until_complete(main)
+        except simclock.InternalError:
+            raise
+        except simclock.SimulationError as exc:
+            replay.loop_failure = exc
+            stats = loop.stats()
+            _abandon(loop)
+            return stats.now_ns, stats.events
         stats = loop.stats()
         return stats.now_ns, stats.events
+    except BaseException:
+        _abandon(loop)  # an interrupt or a bug: no task is left to warn when it is collected
+        raise
     finally:
         loop.close()
+
+
+def _abandon(loop: simclock.VirtualEventLoop) -> None:
+    """Cancel every unfinished task of ``loop`` and let them unwind, as far as they will."""
+    tasks = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    for task in tasks:
+        task.cancel()
+    if tasks and not loop.is_closed():
+        with contextlib.suppress(BaseException):
+            loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+    for task in tasks:
+        if not task.done():
+            # A task that ignored its cancellation: asyncio would log it at collection.
+            task._log_destroy_pending = False  # type: ignore[attr-defined]
 
 
 def run(
@@ -539,7 +585,12 @@ def report_run(
     Raises:
         ReplayFailedError: a step failed; its ``result`` holds the report.
     """
-    failure = replay.runtime.failure or replay.engine_failure or replay.driver_failure
+    failure = (
+        replay.runtime.failure
+        or replay.engine_failure
+        or replay.driver_failure
+        or replay.loop_failure
+    )
     meta = RunMeta(
         seed=replay.seed,
         event_counts=replay.journal.event_counts(),
