@@ -14,7 +14,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.resources
+import signal
 import sys
+import threading
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -53,7 +55,7 @@ from ._config import (
     reader_option_check,
     resolve_config,
 )
-from ._exceptions import ReplayFailedError
+from ._exceptions import ReplayFailedError, ReplayInterrupted
 from ._files import check_destinations
 from ._limits import check_schedule
 from ._output import OUTPUT_FILES, OutputError, format_table, write_outputs
@@ -63,7 +65,16 @@ from ._runner import SEED_STREAMS, run
 from ._timeline import Timeline
 from ._topology import Aggregated, Topology
 
-__all__ = ("EXIT_FAILED", "EXIT_INTERNAL", "EXIT_OK", "EXIT_USAGE", "main")
+__all__ = (
+    "EXIT_FAILED",
+    "EXIT_INTERNAL",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_TERMINATED",
+    "EXIT_USAGE",
+    "interrupted",
+    "main",
+)
 
 EXIT_OK = 0
 """The replay ran and the report was printed (and written)."""
@@ -526,15 +537,19 @@ def _replay(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
         failure = str(exc)
     # The table first, then the report files as a set, then the timeline: whatever fails to
     # be written, what came before it is kept (and the error names the path).
-    if not args.quiet:
-        out.write(format_table(result))
-        out.flush()
-    if failure is not None:
-        print(f"simclock replay: {failure}", file=sys.stderr)
-    if config.output_dir is not None:
-        write_outputs(result, config.output_dir)
-    if timelines and options.timeline_path is not None:
-        write_timeline(timelines[0], options.timeline_path)
+    try:
+        if not args.quiet:
+            out.write(format_table(result))
+            out.flush()
+        if failure is not None:
+            print(f"simclock replay: {failure}", file=sys.stderr)
+        if config.output_dir is not None:
+            write_outputs(result, config.output_dir)
+        if timelines and options.timeline_path is not None:
+            write_timeline(timelines[0], options.timeline_path)
+    except KeyboardInterrupt:
+        # The run was over: name the virtual time it reached.
+        raise ReplayInterrupted(round(result.meta.virtual_duration_ms * 1_000_000)) from None
     return status
 
 
@@ -550,8 +565,53 @@ def _execute(
     return run_observed(workload, options=options, timeline_sink=timeline_sink, **run_options)
 
 
+EXIT_INTERRUPTED = 130
+"""Interrupted by Ctrl-C (SIGINT): 128 + 2."""
+EXIT_TERMINATED = 143
+"""Terminated by SIGTERM: 128 + 15."""
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[list[int]]:
+    """While inside, SIGTERM raises ``KeyboardInterrupt`` like Ctrl-C does, so a terminated
+    run unwinds the same way (tasks cancelled, files rolled back); yields the signals seen."""
+    received: list[int] = []
+
+    def on_signal(signum: int, frame: object) -> None:
+        received.append(signum)
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield received  # signal handlers belong to the main thread
+        return
+    previous = signal.signal(signal.SIGTERM, on_signal)
+    try:
+        yield received
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def interrupted(exc: KeyboardInterrupt, *, terminated: bool) -> int:
+    """Print the one line of an interrupted command; return 130, or 143 for SIGTERM."""
+    if isinstance(exc, ReplayInterrupted):
+        where = f" at virtual time {exc.virtual_time_ns / 1e9:.3f} s"
+    else:
+        where = " before the replay started"
+    what = "terminated" if terminated else "interrupted"
+    print(f"simclock: {what}{where}", file=sys.stderr)
+    return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the process exit status."""
+    with _terminate_as_interrupt() as received:
+        try:
+            return _main(argv)
+        except KeyboardInterrupt as exc:
+            return interrupted(exc, terminated=bool(received))
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     try:
         args, extras = parser.parse_known_args(argv)
@@ -582,9 +642,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except simclock.SimulationError as exc:
         print(f"simclock replay: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_FAILED
-    except KeyboardInterrupt:
-        print("simclock: interrupted", file=sys.stderr)
-        return 130
     except Exception as exc:
         return _internal(exc)
 

@@ -10,7 +10,13 @@ from typing import Any
 
 from simclock import SimulationError
 
-__all__ = ("ConfigError", "ReplayError", "ReplayFailedError", "WorkloadValidationError")
+__all__ = (
+    "ConfigError",
+    "ReplayError",
+    "ReplayFailedError",
+    "ReplayInterrupted",
+    "WorkloadValidationError",
+)
 
 
 class ReplayError(SimulationError):
@@ -43,3 +49,17 @@ class ReplayFailedError(ReplayError):
     def __init__(self, message: str, *, result: Any) -> None:
         super().__init__(message)
         self.result = result
+
+
+class ReplayInterrupted(KeyboardInterrupt):
+    """A replay was interrupted (Ctrl-C, or SIGTERM on the command line) while it ran.
+
+    Its tasks were cancelled and its loop closed; nothing was written.
+
+    Attributes:
+        virtual_time_ns: the virtual instant the run had reached.
+    """
+
+    def __init__(self, virtual_time_ns: int) -> None:
+        super().__init__(f"interrupted at virtual time {virtual_time_ns / 1e9:.3f} s")
+        self.virtual_time_ns = virtual_time_ns

@@ -37,7 +37,7 @@ from engines import (
 from loadgen import Driver, DriverReport, LoadMode, Request, Workload
 from policies import Policy, PolicyRuntime, policy_name
 
-from ._exceptions import ReplayFailedError, WorkloadValidationError
+from ._exceptions import ReplayFailedError, ReplayInterrupted, WorkloadValidationError
 from ._metrics import SLO
 from ._prepare import PreparedWorkload, prepare
 from ._report import EngineUsage, ReplayResult, RunMeta, finalize
@@ -423,29 +423,37 @@ def _run_loop(replay: _Run) -> tuple[int, int]:
         except simclock.SimulationError as exc:
             replay.loop_failure = exc
             stats = loop.stats()
-            _abandon(loop)
+            abandon_loop(loop)
             return stats.now_ns, stats.events
         stats = loop.stats()
         return stats.now_ns, stats.events
+    except KeyboardInterrupt:
+        now_ns = loop.time_ns()
+        abandon_loop(loop)
+        raise ReplayInterrupted(now_ns) from None
     except BaseException:
-        _abandon(loop)  # an interrupt or a bug: no task is left to warn when it is collected
+        abandon_loop(loop)  # a bug: no task is left to warn when it is collected
         raise
     finally:
         loop.close()
 
 
-def _abandon(loop: simclock.VirtualEventLoop) -> None:
-    """Cancel every unfinished task of ``loop`` and let them unwind, as far as they will."""
+def abandon_loop(loop: simclock.VirtualEventLoop) -> None:
+    """Cancel every unfinished task of ``loop``, let them unwind, and keep the abandoned run
+    quiet: no "Task was destroyed but it is pending", no "exception was never retrieved"."""
+    # The run is being thrown away: what its tasks end with is not news (the caller
+    # reports the run's failure or interruption itself).
+    loop.set_exception_handler(_ignore)
     tasks = [task for task in asyncio.all_tasks(loop) if not task.done()]
     for task in tasks:
         task.cancel()
     if tasks and not loop.is_closed():
-        with contextlib.suppress(BaseException):
+        with contextlib.suppress(Exception, KeyboardInterrupt):
             loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
-    for task in tasks:
-        if not task.done():
-            # A task that ignored its cancellation: asyncio would log it at collection.
-            task._log_destroy_pending = False  # type: ignore[attr-defined]
+
+
+def _ignore(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """An exception handler that reports nothing."""
 
 
 def run(

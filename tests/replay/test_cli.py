@@ -364,7 +364,7 @@ def test_ctrl_c_exits_130_without_a_traceback(
 
     monkeypatch.setattr(cli, "_execute", interrupted)
     assert main(["replay", str(small_trace)]) == 130
-    assert capsys.readouterr().err == "simclock: interrupted\n"
+    assert capsys.readouterr().err == "simclock: interrupted before the replay started\n"
 
 
 def test_inspect_and_replay_are_the_commands(capsys: pytest.CaptureFixture[str]) -> None:
