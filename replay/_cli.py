@@ -6,7 +6,8 @@
 Exit status: 0 success; 1 the replay ran but failed (a policy or engine step raised; the report
 of the run up to the failure is still printed and written); 2 bad input (an option, a config
 file, a missing file, a malformed trace), reported as one line on stderr with no file written;
-70 an internal error, a bug in simclock.
+70 an internal error, a bug in simclock; 130 interrupted (Ctrl-C), 143 terminated (SIGTERM), with
+one line naming the virtual time reached and no file changed.
 """
 
 from __future__ import annotations
@@ -143,10 +144,12 @@ synthetic workloads (--synthetic SPEC): key=value pairs separated by spaces, e.g
   (a trace to resample), input_min, input_max, output_min, output_max, block_size,
   prefix_groups, shared_prefix_ratio, turns, new_input, think_ms. Drawn from the run seed.
 
-outputs (--output-dir DIR): summary.json, requests.jsonl, config.json, written atomically;
-  the same inputs and seed give byte-identical files.
+outputs (--output-dir DIR): summary.json, requests.jsonl, config.json, written as a set
+  (a failure leaves the previous run's files as they were); the same inputs and seed give
+  byte-identical files.
 
-exit status: 0 ok; 1 the replay failed (report still produced); 2 bad input; 70 internal error.
+exit status: 0 ok; 1 the replay failed (report still produced); 2 bad input; 70 internal
+  error; 130 interrupted (Ctrl-C); 143 terminated (SIGTERM). Limits: docs/reference/errors.md.
 """
 
 

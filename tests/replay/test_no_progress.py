@@ -155,3 +155,20 @@ def test_a_wakeup_past_the_clock_range_names_the_policy() -> None:
 def test_an_ordinary_run_is_unchanged_by_the_watch() -> None:
     result = run(_workload(), topology=TOPOLOGY, policy=RoundRobin())
     assert result.summary.status_counts["completed"] == 3
+
+
+class SleepTenToTheNineteen:
+    name = "p"
+
+    async def run(self, stream: RequestStream, ctx: PolicyContext) -> None:
+        async for _ in stream:
+            await ctx.sleep_ns(10**19)
+
+
+def test_the_documented_wakeup_message_is_exact() -> None:
+    with pytest.raises(ReplayFailedError) as info:
+        run(_workload(1), topology=TOPOLOGY, policy=SleepTenToTheNineteen())
+    assert str(info.value.__cause__) == (
+        "policy 'p': wakeup at 10000000000000000000 ns is past the virtual clock's range "
+        "(9223372036854775807 ns, about 292 years)"
+    )
