@@ -37,7 +37,8 @@ class WorkloadValidationError(ReplayError, ValueError):
 
 class ReplayFailedError(ReplayError):
     """A replay ended early because a step failed (a commit, an abort, a policy hook, a
-    policy coroutine).
+    policy coroutine, an engine), it made no progress, or the loop failed (livelock,
+    deadlock, stalled waiter).
 
     The failure is ``__cause__``. The run still produced its report: :attr:`result` holds it,
     with every request in exactly one terminal state (the failed one ``failed``).

@@ -497,9 +497,13 @@ def run(
 
     Raises:
         WorkloadValidationError: the workload or an option is invalid.
-        ReplayFailedError: a step failed (commit, abort, policy hook, policy coroutine, engine);
-            its ``result`` holds the report of the run, naming the failure, and its
-            ``__cause__`` is the failure.
+        ReplayFailedError: a step failed (commit, abort, policy hook, policy coroutine, engine),
+            the run made no progress (``NoProgressError``), or the loop failed
+            (``LivelockError``, ``DeadlockError``, ``StalledWaiterError``); its ``result``
+            holds the report of the run, naming the failure, and its ``__cause__`` is the
+            failure.
+        ReplayInterrupted: a ``KeyboardInterrupt`` arrived during the run; its tasks were
+            cancelled.
     """
     replay, echo = setup_run(
         workload,
