@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import math
 import time
 from collections.abc import Callable, Mapping
@@ -444,12 +445,22 @@ def abandon_loop(loop: simclock.VirtualEventLoop) -> None:
     # The run is being thrown away: what its tasks end with is not news (the caller
     # reports the run's failure or interruption itself).
     loop.set_exception_handler(_ignore)
-    tasks = [task for task in asyncio.all_tasks(loop) if not task.done()]
-    for task in tasks:
-        task.cancel()
-    if tasks and not loop.is_closed():
+    # Unwinding a great many tasks can itself spend the loop's livelock budget: go again.
+    for _ in range(_ABANDON_ROUNDS):
+        tasks = [task for task in asyncio.all_tasks(loop) if not task.done()]
+        if not tasks or loop.is_closed():
+            break
+        for task in tasks:
+            task.cancel()
         with contextlib.suppress(Exception, KeyboardInterrupt):
             loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+    for task in asyncio.all_tasks(loop):
+        coro = task.get_coro()
+        if inspect.iscoroutine(coro) and inspect.getcoroutinestate(coro) == "CORO_CREATED":
+            coro.close()  # never started: no "coroutine ... was never awaited" at collection
+
+
+_ABANDON_ROUNDS = 10
 
 
 def _ignore(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:

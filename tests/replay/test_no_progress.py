@@ -13,6 +13,7 @@ from engines import EngineConfig, FixedTiming
 from loadgen import ArrivalRule, Request, Workload
 from policies import InvalidWakeupError, PolicyContext, RequestStream, RoundRobin
 from replay import Aggregated, ReplayFailedError, run
+from replay._runner import abandon_loop
 from replay._watch import NO_PROGRESS_S, NO_PROGRESS_WAKEUPS, NoProgressError
 
 TOPOLOGY = Aggregated(
@@ -172,3 +173,25 @@ def test_the_documented_wakeup_message_is_exact() -> None:
         "policy 'p': wakeup at 10000000000000000000 ns is past the virtual clock's range "
         "(9223372036854775807 ns, about 292 years)"
     )
+
+
+def _abandon_many(count: int, budget: int) -> list[bool]:
+    loop = simclock.VirtualEventLoop(livelock_budget=budget)
+
+    async def never_runs() -> None:
+        raise AssertionError("never runs")
+
+    tasks = [loop.create_task(never_runs()) for _ in range(count)]
+    abandon_loop(loop)
+    loop.close()
+    return [t.cancelled() or t.get_coro().cr_frame is None for t in tasks]  # type: ignore[union-attr]
+
+
+def test_abandoning_more_tasks_than_the_livelock_budget_leaves_none_to_warn(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # 400 tasks to unwind against a budget of 50 events per instant: several rounds.
+    assert _abandon_many(400, 50) == [True] * 400
+    gc.collect()  # no "Task was destroyed", no "coroutine ... was never awaited"
+    captured = capsys.readouterr()
+    assert captured.err == captured.out == ""
