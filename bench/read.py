@@ -12,7 +12,9 @@ that allocate while it is on).
 ``--baseline DIR`` adds a third column: the ``loadgen`` package found in ``DIR`` (for
 example a checkout of an earlier commit), read the same way and compared the same way.
 
-Cases (the shared traces are found with ``--data``, default ``../shared/data``):
+Cases (the bundled datasets, decompressed into a temporary folder so that the plain-file
+reading is timed; or the files of a ``--data`` folder laid out as ``mooncake/``,
+``azure_llm_2023/`` and ``weka_cc/``):
 
 - ``mooncake``: the Mooncake conversation trace (12,031 rows);
 - ``mooncake-delta``: the same file read as ``mooncake-delta``;
@@ -25,7 +27,7 @@ Cases (the shared traces are found with ``--data``, default ``../shared/data``):
 
 Usage::
 
-    python bench/read.py [--repeat 7] [--data ../shared/data] [--baseline DIR] [--only azure]
+    python bench/read.py [--repeat 7] [--data DIR] [--baseline DIR] [--only azure]
 """
 
 from __future__ import annotations
@@ -216,18 +218,31 @@ def _cpu(read: Reader, path: Path) -> tuple[float, Any]:
     return time.process_time() - start, result
 
 
+def _plain(compressed: Path, folder: Path) -> Path:
+    """Decompress a bundled ``.xz`` dataset into ``folder``; return the plain file."""
+    out = folder / compressed.name.removesuffix(".xz")
+    with loadgen.open_binary(compressed) as stream:
+        out.write_bytes(stream.read())
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("--data", type=Path, default=Path("../shared/data"))
+    parser.add_argument("--data", type=Path, default=None)
     parser.add_argument("--baseline", type=Path, default=None)
     parser.add_argument("--only", action="append", default=None)
     args = parser.parse_args(argv)
     base = _baseline(args.baseline)
-    mooncake = args.data / "mooncake" / "conversation_trace.jsonl"
-    azure = args.data / "azure_llm_2023" / "AzureLLMInferenceTrace_conv.csv"
-    weka = args.data / "weka_cc" / "weka_cc_traces_v8_shared.tar.xz"
     folder = Path(tempfile.mkdtemp(prefix="bench-read"))
+    if args.data is None:
+        mooncake = _plain(loadgen.dataset_path("mooncake-conversation"), folder)
+        azure = _plain(loadgen.dataset_path("azure-conv-2023"), folder)
+        weka = loadgen.dataset_path("weka-claude-code")
+    else:
+        mooncake = args.data / "mooncake" / "conversation_trace.jsonl"
+        azure = args.data / "azure_llm_2023" / "AzureLLMInferenceTrace_conv.csv"
+        weka = args.data / "weka_cc" / "weka_cc_traces_v8_shared.tar.xz"
     sessions = _sessions_file(mooncake, folder)
     cases: list[tuple[str, Path, Reader, Reader | None, Reader | None]] = [
         (

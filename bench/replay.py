@@ -32,11 +32,11 @@ if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
 import attrs
 
 from engines import EngineConfig, FixedTiming
-from loadgen import LoadMode, Workload, read_mooncake
+from loadgen import LoadMode, Workload, dataset_path, read_mooncake
 from policies import KVAware, Policy, RoundRobin
 from replay import Aggregated, ReplayResult, run, write_outputs
 
-TRACE = Path("/work/shared/data/mooncake/conversation_trace.jsonl")
+TRACE = dataset_path("mooncake-conversation")
 TOPOLOGY = Aggregated(
     workers=4,
     engine=EngineConfig(num_blocks=1024, block_size=512, max_num_batched_tokens=16384),

@@ -42,7 +42,7 @@ KV_BLOCKS = 1_000_000
 
 def default_trace() -> Path:
     """The Mooncake conversation trace shipped with simclock."""
-    from replay import dataset_path
+    from loadgen import dataset_path
 
     return dataset_path("mooncake-conversation")
 

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 from ._agentic import read_agentic as read_agentic
+from ._compressed import open_binary as open_binary
 from ._csvformats import read_azure as read_azure
 from ._csvformats import read_burstgpt as read_burstgpt
 from ._csvformats import read_vidur as read_vidur
+from ._datasets import DATASETS as DATASETS
+from ._datasets import Dataset as Dataset
+from ._datasets import dataset as dataset
+from ._datasets import dataset_path as dataset_path
+from ._datasets import read_dataset as read_dataset
 from ._distributions import ArrivalProcess as ArrivalProcess
 from ._distributions import Constant as Constant
 from ._distributions import Exponential as Exponential
@@ -65,12 +71,14 @@ from ._workload import Tolerated as Tolerated
 from ._workload import Workload as Workload
 
 __all__ = (
+    "DATASETS",
     "FORMATS",
     "TERMINAL_STATUSES",
     "ArrivalProcess",
     "ArrivalRule",
     "Constant",
     "ContentInterner",
+    "Dataset",
     "Dep",
     "Driver",
     "DriverReport",
@@ -104,6 +112,8 @@ __all__ = (
     "WorkloadRunError",
     "WorkloadStats",
     "as_hash_ids",
+    "dataset",
+    "dataset_path",
     "derive_lineage",
     "detect_format",
     "generate_synthetic",
@@ -111,6 +121,7 @@ __all__ = (
     "lineage_from_json",
     "lineage_to_json",
     "nominal_release_ms",
+    "open_binary",
     "parse_arrivals",
     "parse_distribution",
     "parse_synthetic",
@@ -118,6 +129,7 @@ __all__ = (
     "read_agentic",
     "read_azure",
     "read_burstgpt",
+    "read_dataset",
     "read_mooncake",
     "read_mooncake_delta",
     "read_trace",

@@ -8,6 +8,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
+from ._compressed import open_binary
 from ._exceptions import TraceFormatError
 from ._fields import Located, collector_paused, fit_ids, iter_json_lines, render, source_label
 from ._intern import ContentInterner
@@ -68,7 +69,7 @@ def read_agentic(
     nodes: list[_Node] = []
     by_id: dict[str, _Node] = {}
     surplus = ignored = 0
-    with open(path, "rb") as stream, collector_paused():
+    with open_binary(path) as stream, collector_paused():
         for line, value in iter_json_lines(stream, file):
             loc = Located(file, line, value)
             timestamp, given, output, raw = request_fields(loc, block)

@@ -17,6 +17,7 @@ from typing import Literal
 
 import attrs
 
+from ._compressed import open_binary
 from ._csvfast import read_csv_fast
 from ._exceptions import TraceFormatError, WorkloadConfigError
 from ._fields import source_label
@@ -84,7 +85,7 @@ class _Row:
 def _rows(path: str | Path, header: tuple[str, ...]) -> Iterator[_Row]:
     """Yield the data rows of a CSV file whose header holds every column of ``header``."""
     file = str(path)
-    with open(path, "rb") as binary:
+    with open_binary(path) as binary:
         reader = csv.reader(_decoded(binary, file))
         try:
             names = next(reader)
@@ -176,7 +177,7 @@ def _build(
 
 
 def _bytes(path: str | Path) -> bytes:
-    with open(path, "rb") as stream:
+    with open_binary(path) as stream:
         return stream.read()
 
 

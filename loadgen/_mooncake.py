@@ -8,6 +8,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
+from ._compressed import open_binary
 from ._exceptions import TraceFormatError, WorkloadConfigError
 from ._fields import Located, fit_ids, fmt_number, iter_json_lines, source_label
 from ._intern import ContentInterner, Run, reblock
@@ -146,7 +147,7 @@ def _read(
     block = check_block_size(block_size)
     ids = interner if interner is not None else ContentInterner()
     file = str(path)
-    with open(path, "rb") as stream:
+    with open_binary(path) as stream:
         data = stream.read()
     fast = read_mooncake_fast(file, data, src, block, closed_loop, ids, delta=delta)
     if fast is not None:
@@ -174,7 +175,7 @@ def read_records(
     surplus = tails = ignored = 0
     min_root: float | None = None
     roots: list[tuple[int, str, float]] = []  # (line, timestamp key, timestamp) of roots
-    with open(file, "rb") as stream:
+    with open_binary(file) as stream:
         for line, value in iter_json_lines(stream, file):
             loc = Located(file, line, value)
             timestamp, given_input, output, raw = request_fields(loc, block)

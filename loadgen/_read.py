@@ -11,6 +11,7 @@ from typing import Any
 import attrs
 
 from ._agentic import read_agentic
+from ._compressed import open_binary, uncompressed_name
 from ._csvformats import read_azure, read_burstgpt, read_vidur
 from ._exceptions import TraceFormatError, WorkloadConfigError
 from ._fields import decode_json
@@ -83,6 +84,7 @@ def detect_format(path: str | Path) -> FormatChoice:
     has ``requests`` and also ``hash_ids`` or ``output_length`` (weka and mooncake), or
     ``requests`` first and ``wait_for`` later (weka and agentic); a CSV header holding the
     columns of two formats.
+    A trailing ``.xz`` or ``.gz`` is looked through: ``trace.jsonl.xz`` is a ``.jsonl`` file.
 
     Raises:
         TraceFormatError: a ``.jsonl`` line is not JSON, a CSV header is unknown, or the
@@ -90,7 +92,7 @@ def detect_format(path: str | Path) -> FormatChoice:
         WorkloadConfigError: the path has no recognised kind.
     """
     p = Path(path)
-    name = p.name.lower()
+    name = uncompressed_name(p).lower()  # trace.jsonl.xz is a .jsonl file
     if p.is_dir():
         return FormatChoice("weka", "a directory")
     if ".tar" in name and (name.endswith(".tar") or ".tar." in name):
@@ -111,7 +113,7 @@ def _detect_jsonl(path: Path) -> FormatChoice:
     file = str(path)
     first: FormatChoice | None = None  # what the first object says
     seen_first = False
-    with open(path, "rb") as stream:
+    with open_binary(path) as stream:
         for number, raw in enumerate(stream, start=1):
             data = raw[3:] if number == 1 and raw.startswith(b"\xef\xbb\xbf") else raw
             if not data.strip():
@@ -143,7 +145,7 @@ def _ambiguous(file: str, line: int, a: FormatChoice, b: FormatChoice) -> TraceF
 
 
 def _detect_csv(path: Path) -> FormatChoice:
-    with open(path, "rb") as stream:
+    with open_binary(path) as stream:
         raw = stream.readline()
     text = raw.decode("utf-8", errors="replace").lstrip("\ufeff")
     try:

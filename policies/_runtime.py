@@ -69,6 +69,8 @@ __all__ = (
 
 T = TypeVar("T")
 
+_MAX_INSTANT_NS = 2**63 - 1  # the virtual clock counts int64 nanoseconds
+
 Outcome = Literal["committed", "rejected", "aborted"]
 
 
@@ -389,10 +391,18 @@ class PolicyContext:
             raise InvalidWakeupError(
                 f"policy {self.name!r}: wakeup at {when_ns} ns is earlier than now ({now} ns)"
             )
+        if when_ns > _MAX_INSTANT_NS:
+            raise InvalidWakeupError(
+                f"policy {self.name!r}: wakeup at {when_ns} ns is past the virtual clock's "
+                f"range ({_MAX_INSTANT_NS} ns, about 292 years)"
+            )
         await simclock.sleep_until_ns(
             when_ns, waiter=f"policy:{self.name}", kind=simclock.WakeupKind.POLICY_WAKEUP
         )
         self._runtime.check_alive()
+        watch = self._runtime.wakeup_watch
+        if watch is not None:
+            watch(f"policy:{self.name}")
 
     async def sleep_ns(self, delay_ns: int) -> None:
         """Suspend for ``delay_ns`` nanoseconds of virtual time (a policy wakeup).
@@ -507,6 +517,9 @@ class PolicyRuntime:
     _tasks: list[asyncio.Task[Any]] = attrs.field(factory=list, init=False)
     _main: asyncio.Task[None] | None = attrs.field(default=None, init=False)
     _unsettled: int = attrs.field(default=0, init=False)
+    wakeup_watch: Callable[[str], None] | None = attrs.field(default=None, init=False)
+    """Called with the waiter's label after every policy wakeup; may raise to end the run
+    (the replay's no-progress check)."""
 
     def __attrs_post_init__(self) -> None:
         for position, engine in enumerate(self.engines):

@@ -26,6 +26,7 @@ from ._config import parse_spec as parse_spec
 from ._config import resolve_config as resolve_config
 from ._exceptions import ReplayError as ReplayError
 from ._exceptions import ReplayFailedError as ReplayFailedError
+from ._exceptions import ReplayInterrupted as ReplayInterrupted
 from ._exceptions import WorkloadValidationError as WorkloadValidationError
 from ._inspect import format_workload_stats as format_workload_stats
 from ._inspect import inspect_trace as inspect_trace
@@ -146,6 +147,7 @@ __all__ = (
     "ReplayConfig",
     "ReplayError",
     "ReplayFailedError",
+    "ReplayInterrupted",
     "ReplayResult",
     "ReplaySession",
     "RequestRecord",

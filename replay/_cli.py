@@ -6,7 +6,8 @@
 Exit status: 0 success; 1 the replay ran but failed (a policy or engine step raised; the report
 of the run up to the failure is still printed and written); 2 bad input (an option, a config
 file, a missing file, a malformed trace), reported as one line on stderr with no file written;
-70 an internal error, a bug in simclock.
+70 an internal error, a bug in simclock; 130 interrupted (Ctrl-C), 143 terminated (SIGTERM), with
+one line naming the virtual time reached and no file changed.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib.resources
+import signal
 import sys
+import threading
 import traceback
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO, cast
 
@@ -27,6 +30,7 @@ from loadgen import FORMATS, Workload, detect_format, generate_synthetic, read_t
 from policies import Policy
 from simclock import __version__
 
+from ._cli_datasets import add_datasets_parser, resolve_trace
 from ._cli_debug import (
     DebugOptions,
     add_debug_flags,
@@ -34,6 +38,7 @@ from ._cli_debug import (
     configure_from_args,
     debug_options_from_args,
     run_observed,
+    write_timeline,
 )
 from ._config import (
     DEFAULT_GPU,
@@ -51,14 +56,26 @@ from ._config import (
     reader_option_check,
     resolve_config,
 )
-from ._exceptions import ReplayFailedError
-from ._output import OutputError, format_table, write_outputs
+from ._exceptions import ReplayFailedError, ReplayInterrupted
+from ._files import check_destinations
+from ._limits import check_schedule
+from ._output import OUTPUT_FILES, OutputError, format_table, write_outputs
 from ._pd import pd_from_config
 from ._report import ReplayResult
 from ._runner import SEED_STREAMS, run
+from ._timeline import Timeline
 from ._topology import Aggregated, Topology
 
-__all__ = ("EXIT_FAILED", "EXIT_INTERNAL", "EXIT_OK", "EXIT_USAGE", "main")
+__all__ = (
+    "EXIT_FAILED",
+    "EXIT_INTERNAL",
+    "EXIT_INTERRUPTED",
+    "EXIT_OK",
+    "EXIT_TERMINATED",
+    "EXIT_USAGE",
+    "interrupted",
+    "main",
+)
 
 EXIT_OK = 0
 """The replay ran and the report was printed (and written)."""
@@ -127,10 +144,12 @@ synthetic workloads (--synthetic SPEC): key=value pairs separated by spaces, e.g
   (a trace to resample), input_min, input_max, output_min, output_max, block_size,
   prefix_groups, shared_prefix_ratio, turns, new_input, think_ms. Drawn from the run seed.
 
-outputs (--output-dir DIR): summary.json, requests.jsonl, config.json, written atomically;
-  the same inputs and seed give byte-identical files.
+outputs (--output-dir DIR): summary.json, requests.jsonl, config.json, written as a set
+  (a failure leaves the previous run's files as they were); the same inputs and seed give
+  byte-identical files.
 
-exit status: 0 ok; 1 the replay failed (report still produced); 2 bad input; 70 internal error.
+exit status: 0 ok; 1 the replay failed (report still produced); 2 bad input; 70 internal
+  error; 130 interrupted (Ctrl-C); 143 terminated (SIGTERM). Limits: docs/reference/errors.md.
 """
 
 
@@ -156,7 +175,10 @@ def build_parser() -> argparse.ArgumentParser:
         "trace",
         nargs="?",
         metavar="TRACE",
-        help="the trace file (default: the bundled Mooncake sample)",
+        help=(
+            "the trace file, or the name of a bundled dataset (simclock datasets); default: "
+            "the bundled Mooncake sample"
+        ),
     )
     replay.add_argument(
         "--format",
@@ -243,6 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
         cast("argparse._SubParsersAction[argparse.ArgumentParser]", commands)
     )
     inspect.set_defaults(parser=inspect)
+    add_datasets_parser(cast("argparse._SubParsersAction[argparse.ArgumentParser]", commands))
     return parser
 
 
@@ -413,7 +436,7 @@ def _positive_float(text: str) -> float:
 @contextlib.contextmanager
 def _trace_path(trace: str | None) -> Iterator[Path]:
     if trace is not None:
-        yield Path(trace)
+        yield resolve_trace(trace)
         return
     sample = importlib.resources.files("replay").joinpath("data", SAMPLE_TRACE)
     with importlib.resources.as_file(sample) as path:
@@ -438,14 +461,6 @@ def _read_workload(config: ReplayConfig) -> Workload:
             return read_trace(path, format=config.format, **options)
         except OSError as exc:
             raise ConfigError(f"{config.trace or path}: {exc.strerror or exc}") from None
-
-
-def _check_output_dir(output_dir: str | None) -> None:
-    if output_dir is None:
-        return
-    path = Path(output_dir)
-    if path.exists() and not path.is_dir():
-        raise ConfigError(f"{output_dir}: --output-dir is not a directory")
 
 
 def _replay(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
@@ -479,8 +494,15 @@ def _replay(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
         "workload": {key: getattr(args, key) for key in WORKLOAD_FLAGS},
     }
     config = resolve_config(file_values, overrides, source=source)
-    _check_output_dir(config.output_dir)
+    # Before anything is read or run: an unusable output location must not cost a run.
+    check_destinations(
+        output_dir=config.output_dir, output_files=OUTPUT_FILES, timeline=options.timeline_path
+    )
     workload = _read_workload(config)
+    load = config.build_load()
+    pace = next((k for k in ("target_rate", "speedup") if k in config.workload), None)
+    where = config.origin(f"workload.{pace}") if pace else (config.trace or "the sample trace")
+    check_schedule(workload, load, where=where)
     topology: Topology
     policy: Policy
     if config.topology == "pd":
@@ -499,40 +521,100 @@ def _replay(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
         policy = config.build_policy()
     status = EXIT_OK
     failure: str | None = None
+    timelines: list[Timeline] = []
     try:
         result = _execute(
             workload,
             options,
+            timelines.append,
             topology=topology,
             policy=policy,
             seed=config.seed,
             slo=config.slo,
-            load=config.build_load(),
+            load=load,
             config=config.as_json(),
         )
     except ReplayFailedError as exc:
         result = exc.result
         status = EXIT_FAILED
         failure = str(exc)
-    if config.output_dir is not None:
-        write_outputs(result, config.output_dir)
-    if not args.quiet:
-        out.write(format_table(result))
-        out.flush()
-    if failure is not None:
-        print(f"simclock replay: {failure}", file=sys.stderr)
+    # The table first, then the report files as a set, then the timeline: whatever fails to
+    # be written, what came before it is kept (and the error names the path).
+    try:
+        if not args.quiet:
+            out.write(format_table(result))
+            out.flush()
+        if failure is not None:
+            print(f"simclock replay: {failure}", file=sys.stderr)
+        if config.output_dir is not None:
+            write_outputs(result, config.output_dir)
+        if timelines and options.timeline_path is not None:
+            write_timeline(timelines[0], options.timeline_path)
+    except KeyboardInterrupt:
+        # The run was over: name the virtual time it reached.
+        raise ReplayInterrupted(round(result.meta.virtual_duration_ms * 1_000_000)) from None
     return status
 
 
-def _execute(workload: Workload, options: DebugOptions, **run_options: Any) -> ReplayResult:
+def _execute(
+    workload: Workload,
+    options: DebugOptions,
+    timeline_sink: Callable[[Timeline], None],
+    **run_options: Any,
+) -> ReplayResult:
     """Replay with :func:`replay.run`, or with the timeline/progress the flags ask for."""
     if options.timeline_path is None and options.progress == "none":
         return run(workload, **run_options)
-    return run_observed(workload, options=options, **run_options)
+    return run_observed(workload, options=options, timeline_sink=timeline_sink, **run_options)
+
+
+EXIT_INTERRUPTED = 130
+"""Interrupted by Ctrl-C (SIGINT): 128 + 2."""
+EXIT_TERMINATED = 143
+"""Terminated by SIGTERM: 128 + 15."""
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt() -> Iterator[list[int]]:
+    """While inside, SIGTERM raises ``KeyboardInterrupt`` like Ctrl-C does, so a terminated
+    run unwinds the same way (tasks cancelled, files rolled back); yields the signals seen."""
+    received: list[int] = []
+
+    def on_signal(signum: int, frame: object) -> None:
+        received.append(signum)
+        raise KeyboardInterrupt
+
+    if threading.current_thread() is not threading.main_thread():
+        yield received  # signal handlers belong to the main thread
+        return
+    previous = signal.signal(signal.SIGTERM, on_signal)
+    try:
+        yield received
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def interrupted(exc: KeyboardInterrupt, *, terminated: bool) -> int:
+    """Print the one line of an interrupted command; return 130, or 143 for SIGTERM."""
+    if isinstance(exc, ReplayInterrupted):
+        where = f" at virtual time {exc.virtual_time_ns / 1e9:.3f} s"
+    else:
+        where = " before the replay started"
+    what = "terminated" if terminated else "interrupted"
+    print(f"simclock: {what}{where}", file=sys.stderr)
+    return EXIT_TERMINATED if terminated else EXIT_INTERRUPTED
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; return the process exit status."""
+    with _terminate_as_interrupt() as received:
+        try:
+            return _main(argv)
+        except KeyboardInterrupt as exc:
+            return interrupted(exc, terminated=bool(received))
+
+
+def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     try:
         args, extras = parser.parse_known_args(argv)
@@ -563,9 +645,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except simclock.SimulationError as exc:
         print(f"simclock replay: error: {_one_line(exc)}", file=sys.stderr)
         return EXIT_FAILED
-    except KeyboardInterrupt:
-        print("simclock: interrupted", file=sys.stderr)
-        return 130
     except Exception as exc:
         return _internal(exc)
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -25,12 +26,15 @@ from engines import Journal
 from loadgen import TraceFormatError, Workload
 from simclock import configure_logging, get_logger
 
+from ._cli_datasets import resolve_trace
+from ._exceptions import ReplayFailedError
+from ._files import make_directories
 from ._inspect import format_workload_stats, inspect_trace, workload_stats_json
 from ._progress import Progress, ProgressMode, make_progress
 from ._report import ReplayResult
 from ._runner import run
 from ._session import ReplaySession
-from ._timeline import TimelineFilter, TimelineRecorder
+from ._timeline import Timeline, TimelineFilter, TimelineRecorder
 
 __all__ = (
     "DebugOptions",
@@ -41,6 +45,7 @@ __all__ = (
     "debug_options_from_args",
     "run_inspect",
     "run_observed",
+    "write_timeline",
 )
 
 _POLL_EVERY = 1024  # callbacks between two looks at the wall clock
@@ -185,6 +190,7 @@ def run_observed(
     *,
     options: DebugOptions,
     progress_stream: TextIO | None = None,
+    timeline_sink: Callable[[Timeline], None] | None = None,
     **run_options: Any,
 ) -> ReplayResult:
     """Replay like :func:`replay.run`, with the timeline and progress ``options`` ask for.
@@ -195,12 +201,15 @@ def run_observed(
     A timeline needs every lifecycle event, so the engines also record their per-token
     events. Neither changes the run: the report is the same, byte for byte (its event counts
     do not depend on observation). The timeline is written (atomically) after the run, even
-    when the run fails.
+    when the run fails with its report (:class:`replay.ReplayFailedError`); an interrupted run
+    writes none.
 
     Args:
         workload: the requests to replay.
         options: the timeline and progress wanted.
         progress_stream: where progress goes (standard error by default).
+        timeline_sink: receives the timeline instead of it being written to
+            ``options.timeline_path`` (the command line writes it after the report).
         **run_options: the keyword arguments of :func:`replay.run` (``topology``,
             ``policy``, ``seed``, ``slo``, ...).
 
@@ -219,10 +228,14 @@ def run_observed(
     if options.timeline_path is not None:
         recorder = TimelineRecorder(views=tuple(e.view for e in session.engines))
         session.journal.subscribe(recorder.on_event)
+    stopped: BaseException | None = None
     try:
         if progress is not None:
             _run_with_progress(session, progress)
         return session.run()
+    except BaseException as exc:
+        stopped = exc
+        raise
     finally:
         if progress is not None:
             if session.finished:
@@ -230,12 +243,26 @@ def run_observed(
                 progress.update(virtual_time_ns=session.now_ns, done=done, completed=completed)
             progress.close()
         session.close()
-        if recorder is not None and options.timeline_path is not None:
+        # A run that ended, or failed with its report, has a timeline; an interrupted one
+        # leaves nothing on disk.
+        ended = stopped is None or isinstance(stopped, ReplayFailedError)
+        if recorder is not None and options.timeline_path is not None and ended:
             timeline = recorder.timeline(options.timeline_filter)
-            timeline.write(options.timeline_path)
-            log.info(
-                "timeline written", path=str(options.timeline_path), events=len(timeline.events)
-            )
+            if timeline_sink is not None:
+                timeline_sink(timeline)
+            else:
+                write_timeline(timeline, options.timeline_path)
+
+
+def write_timeline(timeline: Timeline, path: Path) -> None:
+    """Write ``timeline`` to ``path``, creating its directory if needed.
+
+    Raises:
+        OutputError: the directory cannot be created or the file cannot be written.
+    """
+    make_directories(path.parent)
+    timeline.write(path)
+    log.info("timeline written", path=str(path), events=len(timeline.events))
 
 
 def _run_with_progress(session: ReplaySession, progress: Progress) -> None:
@@ -273,7 +300,10 @@ def add_inspect_parser(
             "hit ratio and sessions. Nothing is simulated."
         ),
     )
-    parser.add_argument("trace", type=Path, help="the trace file, directory or archive")
+    parser.add_argument(
+        "trace",
+        help="the trace file, directory or archive, or a bundled dataset's name",
+    )
     parser.add_argument("--format", default="auto", help="the trace format (default: auto-detect)")
     parser.add_argument("--source", help="the source label for request ids")
     parser.add_argument("--json", action="store_true", help="print JSON instead of text")
@@ -293,14 +323,14 @@ def run_inspect(args: argparse.Namespace, *, stdout: TextIO | None = None) -> in
         The exit status.
     """
     out = sys.stdout if stdout is None else stdout
-    path: Path = args.trace
+    path = resolve_trace(args.trace)
     try:
         workload, stats = inspect_trace(path, format=args.format, source=args.source)
     except (TraceFormatError, OSError, ValueError) as error:
         print(f"simclock inspect: error: {error}", file=sys.stderr)
         return 2
     if args.json:
-        out.write(workload_stats_json(stats, extra={"path": str(path), "format": workload.format}))
+        out.write(workload_stats_json(stats, extra={"path": args.trace, "format": workload.format}))
     else:
-        out.write(format_workload_stats(stats, title=f"{path} ({workload.format})"))
+        out.write(format_workload_stats(stats, title=f"{args.trace} ({workload.format})"))
     return 0

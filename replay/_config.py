@@ -54,7 +54,20 @@ from engines import (
 )
 from loadgen import LoadMode, SyntheticSpec, WorkloadConfigError, parse_synthetic
 
-from ._exceptions import ReplayError
+from ._exceptions import ConfigError
+from ._factories import POLICY_OPTION_CLASSES
+from ._factories import call_factory as _call
+from ._factories import check_option_types as _check_option_types
+from ._limits import (
+    MAX_COUNT,
+    MAX_RATE,
+    MAX_WORKERS,
+    MIN_KV_BANDWIDTH_GBPS,
+    MIN_RATE,
+    check_count,
+    check_rate,
+    check_virtual_time,
+)
 from ._metrics import SLO, SLOError
 
 __all__ = (
@@ -154,10 +167,6 @@ WORKLOAD_FLAGS: Mapping[str, str] = {
     "failures": "--failures",
 }
 """``[workload]`` key -> the command-line flag that sets it (flags win over the file)."""
-
-
-class ConfigError(ReplayError, ValueError):
-    """A replay configuration (file or flag) is malformed; the text names the file and key."""
 
 
 # --------------------------------------------------------------------------------------------
@@ -346,6 +355,8 @@ class ReplayConfig:
             options (``block_size``, ``source``, ``nested_basis``, ``subagent_join``,
             ``pacing``, ``failures``) and ``synthetic`` (a spec string or table, instead of
             a trace), as given.
+        origins: key -> where it was set (``run.toml: engine`` or ``--policy``), so errors
+            found when a component is built name the file (or flag) and the key.
     """
 
     trace: str | None = None
@@ -365,6 +376,12 @@ class ReplayConfig:
     decode_workers: int = 1
     kv_bandwidth_gbps: float | None = None
     workload: Mapping[str, Any] = attrs.field(factory=dict)
+    origins: Mapping[str, str] = attrs.field(factory=dict, eq=False, repr=False)
+
+    def origin(self, key: str) -> str:
+        """Where ``key`` was set, for error messages: ``run.toml: engine``, ``--policy``, or
+        the key itself when it was left at its default (or the config built in Python)."""
+        return self.origins.get(key, key)
 
     def build_load(self) -> LoadMode:
         """The load mode the ``[workload]`` table sets (trace timestamps when it sets none).
@@ -372,7 +389,7 @@ class ReplayConfig:
         Raises:
             ConfigError: a bad load option (named as ``workload.<key>``).
         """
-        wheres = {key: f"workload.{key}" for key in self.workload}
+        wheres = {key: self.origin(f"workload.{key}") for key in self.workload}
         return _load_mode(self.workload, wheres)
 
     def synthetic_spec(self) -> SyntheticSpec | None:
@@ -399,7 +416,9 @@ class ReplayConfig:
         if factory is None:
             known = ", ".join(POLICIES)
             raise ConfigError(f"policy: unknown policy {self.policy.name!r}; known: {known}")
-        return _call(f"policy: {self.policy.name}", factory, **self.policy.options)
+        where = f"{self.origin('policy')}: {self.policy.name}"
+        _check_option_types(where, POLICY_OPTION_CLASSES.get(self.policy.name), self.policy.options)
+        return _call(where, factory, **self.policy.options)
 
     def build_timing(self) -> TimingModel:
         """The timing model.
@@ -411,7 +430,7 @@ class ReplayConfig:
         if factory is None:
             known = ", ".join(TIMINGS)
             raise ConfigError(f"timing: unknown timing model {self.timing.name!r}; known: {known}")
-        where = f"timing: {self.timing.name}"
+        where = f"{self.origin('timing')}: {self.timing.name}"
         return _call(where, factory, self.timing.options, self.gpu, self.model)
 
     def build_engine(self) -> EngineConfig:
@@ -424,22 +443,29 @@ class ReplayConfig:
             ConfigError: a bad engine field, or a GPU too small for the model's weights.
         """
         fields = dict(self.engine)
+        where = self.origin("engine")
+        _check_option_types(where, EngineConfig, fields)
         if "num_blocks" not in fields:
             # Validate the other fields first, so a bad block size is reported as such.
-            block_size = _call("engine", EngineConfig, **{**fields, "num_blocks": 1}).block_size
+            block_size = _call(where, EngineConfig, **{**fields, "num_blocks": 1}).block_size
             tensor_parallel = 1
             if self.timing.name == "roofline":
                 tensor_parallel = self.timing.options.get("tensor_parallel", 1)
-            fields["num_blocks"] = _call(
-                "engine",
-                kv_blocks_for,
-                self.gpu,
-                self.model,
-                block_size=block_size,
-                gpu_memory_utilization=self.gpu_memory_utilization,
-                tensor_parallel=tensor_parallel,
-            )
-        return _call("engine", EngineConfig, **fields)
+            # The KV capacity follows from the model and GPU: name whichever was set.
+            sized_by = next((k for k in ("model", "gpu") if k in self.origins), "model")
+            try:
+                fields["num_blocks"] = kv_blocks_for(
+                    self.gpu,
+                    self.model,
+                    block_size=block_size,
+                    gpu_memory_utilization=self.gpu_memory_utilization,
+                    tensor_parallel=tensor_parallel,
+                )
+            except ValueError as exc:
+                # "model M does not fit on one G ..." said of the key that was set.
+                problem = str(exc).removeprefix("model ")
+                raise ConfigError(f"{self.origin(sized_by)}: {problem}") from None
+        return _call(where, EngineConfig, **fields)
 
     def as_json(self) -> dict[str, Any]:
         """The configuration as a flat JSON object that :func:`load_config_file` reads back.
@@ -471,21 +497,6 @@ class ReplayConfig:
         if self.workload:
             out["workload"] = dict(self.workload)
         return out
-
-
-def _call(where: str, factory: Callable[..., _T], *args: Any, **options: Any) -> _T:
-    """Call ``factory(*args, **options)``, reporting bad input as a :class:`ConfigError`."""
-    try:
-        return factory(*args, **options)
-    except ConfigError:
-        raise
-    except TypeError as exc:
-        # An unknown or missing keyword: say which, without the factory's internals.
-        text = str(exc)
-        problem = text.split(") ", 1)[1] if ") " in text else text
-        raise ConfigError(f"{where}: {problem}") from None
-    except ValueError as exc:
-        raise ConfigError(f"{where}: {exc}") from None
 
 
 def kv_blocks_for(
@@ -617,6 +628,7 @@ def resolve_config(
             kwargs[key] = _str(value, where=where)
         elif key in ("workers", "prefill_workers", "decode_workers"):
             kwargs[key] = _int(value, where=where, minimum=1)
+            check_count(value, where=where, maximum=MAX_WORKERS)
         elif key == "topology":
             if value not in TOPOLOGIES:
                 raise ConfigError(f"{where}: must be one of {', '.join(TOPOLOGIES)}, got {value!r}")
@@ -629,6 +641,7 @@ def resolve_config(
                 or value <= 0
             ):
                 raise ConfigError(f"{where}: must be a finite number > 0 (GB/s), got {value!r}")
+            check_rate(value, where=where, minimum=MIN_KV_BANDWIDTH_GBPS, maximum=MAX_RATE)
             kwargs[key] = float(value)
         elif key == "seed":
             kwargs[key] = _int(value, where=where, minimum=0)
@@ -662,6 +675,9 @@ def resolve_config(
             raise ConfigError(f"{where}: only used with the pd topology")
     if workload:
         kwargs["workload"] = _workload(workload)
+    kwargs["origins"] = {key: where for key, (where, _) in merged.items()} | {
+        f"workload.{key}": where for key, (where, _) in workload.items()
+    }
     config = ReplayConfig(**kwargs)
     # Build once now so a bad name or option fails before any trace is read.
     if config.topology == "aggregated":
@@ -745,6 +761,11 @@ def _workload(entries: Mapping[str, tuple[str, Any]]) -> dict[str, Any]:
     if table.get("synthetic") is not None:
         _synthetic(table["synthetic"], where=wheres["synthetic"])
     _load_mode(table, wheres)
+    for key in ("speedup", "target_rate"):
+        check_rate(table.get(key), where=wheres.get(key, key), minimum=MIN_RATE, maximum=MAX_RATE)
+    for key in ("concurrency", "lanes", "warmup_repeats"):
+        check_count(table.get(key), where=wheres.get(key, key), maximum=MAX_COUNT)
+    check_virtual_time(table.get("max_virtual_time_s"), where=wheres.get("max_virtual_time_s", ""))
     return table
 
 

@@ -5,26 +5,23 @@ seed give the same bytes on every machine and under every ``PYTHONHASHSEED``: ke
 in a fixed order, floats in Python's shortest round-trip form, and the wall-clock time is left
 out (it appears in :class:`~replay.RunMeta` and in the console table only).
 
-Files are written atomically as a set: every file is first written to a temporary name in the
-output directory, then renamed over its final name. If anything fails, the temporary files and
-any file this call already renamed are removed, so no partial output remains.
+Files are written atomically as a set (``replay/_files.py``): every file is first written to a
+temporary name in the output directory, then all are renamed over their final names. If
+anything fails, the previous run's files are put back and the temporary files removed, so no
+partial or mixed output remains.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
-import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Literal
+from typing import BinaryIO, Literal
 
 import attrs
 
-from simclock import SimulationError
-
+from ._files import OutputError, make_directories, remove_directories, write_file_set
 from ._metrics import Distribution
 from ._pd_metrics import pd_phases
 from ._report import ReplayResult, RequestRecord, Summary
@@ -66,10 +63,6 @@ _DISTRIBUTIONS = (
     "routing_delay_ms",
     "output_tokens_per_s_per_user",
 )
-
-
-class OutputError(SimulationError, OSError):
-    """The report could not be written (the output directory is unusable)."""
 
 
 def _dumps(value: object, *, indent: int | None) -> str:
@@ -281,10 +274,11 @@ def write_outputs(
 ) -> tuple[Path, ...]:
     """Write ``summary.json``, ``requests.jsonl`` and ``config.json`` into ``out_dir``.
 
-    The directory is created if needed. Every file goes to a temporary name in ``out_dir``
-    and is renamed over its final name once all of them are written; on any failure the
-    temporary files, the files this call renamed and a directory this call created are
-    removed, and the error propagates.
+    The directory is created if needed. The files are written as a set (see
+    ``replay/_files.py``): each goes to a temporary name in ``out_dir`` and all are renamed
+    over their final names once every one is complete. On any failure, an interrupt included,
+    the files a previous run left there are put back unchanged, the temporary files are
+    removed, a directory this call created is removed, and the error propagates.
 
     Args:
         result: the replay result.
@@ -295,64 +289,32 @@ def write_outputs(
         The paths written, in :data:`OUTPUT_FILES` order.
 
     Raises:
-        OutputError: the directory cannot be created or a file cannot be written.
+        OutputError: the directory cannot be created or a file cannot be written; the
+            message names the directory or the final file, never a temporary name.
         TypeError: the configuration echo holds a value JSON cannot represent.
     """
-    contents = _render(
-        result, token_times
-    )  # serialize first: a bad value fails before any file exists
+    # serialize first: a bad value fails before any file exists
+    contents = _render(result, token_times)
     directory = Path(out_dir)
-    created: list[Path] = []
+    created = make_directories(directory)
     try:
-        for parent in reversed((directory, *directory.parents)):
-            if not parent.exists():
-                parent.mkdir()
-                created.append(parent)
-        if not directory.is_dir():
-            raise OutputError(f"{directory}: not a directory")
-    except OSError as exc:
-        _remove_dirs(created)
-        if isinstance(exc, OutputError):
-            raise
-        raise OutputError(f"{directory}: cannot create output directory: {exc.strerror}") from exc
-
-    temps: dict[str, Path] = {}
-    renamed: list[Path] = []
-    try:
-        for name, data in contents.items():
-            # os.open with mode 0o666 keeps the usual umask-derived permissions (mkstemp
-            # would make the files private); the random part only keeps names unique.
-            temp = directory / f".{name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
-            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-            temps[name] = temp
-            with os.fdopen(fd, "wb") as handle:
-                _write(handle, data)
-        for name in OUTPUT_FILES:
-            final = directory / name
-            os.replace(temps[name], final)
-            del temps[name]
-            renamed.append(final)
-    except BaseException as exc:
-        for path in (*temps.values(), *renamed):
-            with contextlib.suppress(OSError):
-                path.unlink()
-        _remove_dirs(created)
-        if isinstance(exc, OSError) and not isinstance(exc, OutputError):
-            where = exc.filename or directory
-            raise OutputError(f"{where}: cannot write report: {exc.strerror or exc}") from exc
+        write_file_set(
+            [(directory / name, _writer(contents[name])) for name in OUTPUT_FILES],
+            what="report",
+        )
+    except BaseException:
+        remove_directories(created)
         raise
     return tuple(directory / name for name in OUTPUT_FILES)
 
 
-def _write(handle: io.BufferedWriter, data: bytes) -> None:
+def _writer(data: bytes) -> Callable[[BinaryIO], None]:
+    return lambda handle: _write(handle, data)
+
+
+def _write(handle: BinaryIO, data: bytes) -> None:
     """Write ``data`` to an open binary file (a seam the tests use to inject a failure)."""
     handle.write(data)
-
-
-def _remove_dirs(created: list[Path]) -> None:
-    for path in reversed(created):
-        with contextlib.suppress(OSError):
-            path.rmdir()
 
 
 # --------------------------------------------------------------------------------------------

@@ -719,6 +719,16 @@ class PDRuntime:
         status = self.decode.status(request_id)
         return status if status is not None else self.prefill.status(request_id)
 
+    @property
+    def wakeup_watch(self) -> Callable[[str], None] | None:
+        """Called after every wakeup of either pool's policy (as ``PolicyRuntime``'s)."""
+        return self.prefill.wakeup_watch
+
+    @wakeup_watch.setter
+    def wakeup_watch(self, watch: Callable[[str], None] | None) -> None:
+        self.prefill.wakeup_watch = watch
+        self.decode.wakeup_watch = watch
+
     def held_request_ids(self) -> list[str]:
         """Requests a policy holds: not yet placed on a prefill engine, or prefilled and not
         yet placed on a decode engine."""
@@ -1045,7 +1055,7 @@ def pd_from_config(
     try:
         policy = pd_policy(config.policy.name, **config.policy.options)
     except TypeError as exc:
-        raise ConfigError(f"policy: {config.policy.name}: {exc}") from None
+        raise ConfigError(f"{config.origin('policy')}: {config.policy.name}: {exc}") from None
     return topology, policy
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import inspect
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -38,11 +39,12 @@ from engines import (
 from loadgen import Driver, DriverReport, LoadMode, Request, Workload
 from policies import Policy, PolicyRuntime, policy_name
 
-from ._exceptions import ReplayFailedError, WorkloadValidationError
+from ._exceptions import ReplayFailedError, ReplayInterrupted, WorkloadValidationError
 from ._metrics import SLO
 from ._prepare import PreparedWorkload, prepare
 from ._report import EngineUsage, ReplayResult, RunMeta, finalize
 from ._topology import Topology
+from ._watch import ProgressWatch
 
 __all__ = ("SEED_STREAMS", "RunJournal", "run")
 
@@ -162,6 +164,7 @@ class _Run:
     stop_reason: StopReason | None = attrs.field(default=None, init=False)
     engine_failure: BaseException | None = attrs.field(default=None, init=False)
     driver_failure: BaseException | None = attrs.field(default=None, init=False)
+    loop_failure: simclock.SimulationError | None = attrs.field(default=None, init=False)
     _pool: _TokenizerPool | None = attrs.field(default=None, init=False)
     _terminal: set[str] = attrs.field(factory=set, init=False)
     _released: int = attrs.field(default=0, init=False)
@@ -201,6 +204,12 @@ class _Run:
                 policy_rng,
                 on_poison=self._on_poison,
             )
+        # A run whose clock moves without progress fails instead of running for ever.
+        self.runtime.wakeup_watch = ProgressWatch(
+            progress=lambda: (self._released, len(self._terminal)),
+            unsettled=self._unsettled_ids,
+            engines_idle=self._engines_idle,
+        ).check
         workload = self.prepared.workload
         if self.prepared.requests != workload.requests:
             workload = attrs.evolve(workload, requests=self.prepared.requests)
@@ -238,6 +247,14 @@ class _Run:
             e.view.waiting_count == 0 and e.view.running_count == 0 and e.view.pending_offers == 0
             for e in self.engines
         )
+
+    def _unsettled_ids(self) -> list[str]:
+        """Released requests that are not terminal, in release order."""
+        return [
+            rid
+            for rid, trace in self.journal.traces.items()
+            if rid not in self._terminal and trace.arrival_ns is not None
+        ]
 
     def _driver_done(self, task: asyncio.Task[DriverReport]) -> None:
         if task.cancelled():
@@ -393,21 +410,69 @@ class _Run:
 
 
 def _run_loop(replay: _Run) -> tuple[int, int]:
-    """Run ``replay.main`` on a fresh virtual loop; return (virtual end ns, events processed)."""
+    """Run ``replay.main`` on a fresh virtual loop; return (virtual end ns, events processed).
+
+    A :class:`simclock.SimulationError` of the loop (livelock, deadlock, stalled waiter; not
+    an internal error) ends the run: it is kept in ``replay.loop_failure``, every task left
+    is cancelled, and the caller reports the run up to that instant.
+    """
     loop = simclock.new_event_loop()
     try:
         replay.build()
         main = loop.create_task(replay.main(), name="replay")
         try:
-            loop.run_until_complete(main)
-        except simclock.DeadlockError:
-            if not replay.quiesce():
-                raise
-            loop.run_until_complete(main)
+            try:
+                loop.run_until_complete(main)
+            except simclock.DeadlockError:
+                if not replay.quiesce():
+                    raise
+                loop.run_until_complete(main)
+        except simclock.InternalError:
+            raise
+        except simclock.SimulationError as exc:
+            replay.loop_failure = exc
+            stats = loop.stats()
+            abandon_loop(loop)
+            return stats.now_ns, stats.events
         stats = loop.stats()
         return stats.now_ns, stats.events
+    except KeyboardInterrupt:
+        now_ns = loop.time_ns()
+        abandon_loop(loop)
+        raise ReplayInterrupted(now_ns) from None
+    except BaseException:
+        abandon_loop(loop)  # a bug: no task is left to warn when it is collected
+        raise
     finally:
         loop.close()
+
+
+def abandon_loop(loop: simclock.VirtualEventLoop) -> None:
+    """Cancel every unfinished task of ``loop``, let them unwind, and keep the abandoned run
+    quiet: no "Task was destroyed but it is pending", no "exception was never retrieved"."""
+    # The run is being thrown away: what its tasks end with is not news (the caller
+    # reports the run's failure or interruption itself).
+    loop.set_exception_handler(_ignore)
+    # Unwinding a great many tasks can itself spend the loop's livelock budget: go again.
+    for _ in range(_ABANDON_ROUNDS):
+        tasks = [task for task in asyncio.all_tasks(loop) if not task.done()]
+        if not tasks or loop.is_closed():
+            break
+        for task in tasks:
+            task.cancel()
+        with contextlib.suppress(Exception, KeyboardInterrupt):
+            loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
+    for task in asyncio.all_tasks(loop):
+        coro = task.get_coro()
+        if inspect.iscoroutine(coro) and inspect.getcoroutinestate(coro) == "CORO_CREATED":
+            coro.close()  # never started: no "coroutine ... was never awaited" at collection
+
+
+_ABANDON_ROUNDS = 10
+
+
+def _ignore(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+    """An exception handler that reports nothing."""
 
 
 def run(
@@ -455,9 +520,13 @@ def run(
 
     Raises:
         WorkloadValidationError: the workload or an option is invalid.
-        ReplayFailedError: a step failed (commit, abort, policy hook, policy coroutine, engine);
-            its ``result`` holds the report of the run, naming the failure, and its
-            ``__cause__`` is the failure.
+        ReplayFailedError: a step failed (commit, abort, policy hook, policy coroutine, engine),
+            the run made no progress (``NoProgressError``), or the loop failed
+            (``LivelockError``, ``DeadlockError``, ``StalledWaiterError``); its ``result``
+            holds the report of the run, naming the failure, and its ``__cause__`` is the
+            failure.
+        ReplayInterrupted: a ``KeyboardInterrupt`` arrived during the run; its tasks were
+            cancelled.
     """
     replay, echo = setup_run(
         workload,
@@ -584,7 +653,12 @@ def report_run(
     Raises:
         ReplayFailedError: a step failed; its ``result`` holds the report.
     """
-    failure = replay.runtime.failure or replay.engine_failure or replay.driver_failure
+    failure = (
+        replay.runtime.failure
+        or replay.engine_failure
+        or replay.driver_failure
+        or replay.loop_failure
+    )
     meta = RunMeta(
         seed=replay.seed,
         event_counts=replay.journal.event_counts(),

@@ -39,10 +39,10 @@ from loadgen import LoadMode, Workload
 from policies import Policy
 from simclock import get_logger, log_context
 
-from ._exceptions import ReplayFailedError
+from ._exceptions import ReplayFailedError, ReplayInterrupted
 from ._metrics import SLO
 from ._report import ReplayResult
-from ._runner import Stepping, TokenizerStageLike, _Run, report_run, setup_run
+from ._runner import Stepping, TokenizerStageLike, _Run, abandon_loop, report_run, setup_run
 from ._topology import Topology
 
 __all__ = (
@@ -533,6 +533,9 @@ class ReplaySession:
                 and not by_predicate
             ):
                 self._loop.run_until_ns(until_ns)
+        except KeyboardInterrupt:
+            self._error = ReplayInterrupted(self._loop.time_ns())
+            raise self._error from None
         except BaseException as error:
             self._error = error
             raise
@@ -559,8 +562,26 @@ class ReplaySession:
                     break
             main.result()
             stats = loop.stats()
+        except simclock.InternalError as error:
+            self._error = error
+            loop.close()
+            raise
+        except simclock.SimulationError as error:
+            # A loop failure (livelock, deadlock, stalled waiter) ends the run with its
+            # report, as in replay.run.
+            self._run.loop_failure = error
+            stats = loop.stats()
+            abandon_loop(loop)
+            loop.close()
+        except KeyboardInterrupt:
+            now_ns = loop.time_ns()
+            abandon_loop(loop)
+            loop.close()
+            self._error = ReplayInterrupted(now_ns)
+            raise self._error from None
         except BaseException as error:
             self._error = error
+            abandon_loop(loop)
             loop.close()
             raise
         loop.close()
@@ -613,7 +634,7 @@ class ReplaySession:
     def failure(self) -> BaseException | None:
         """What made the run fail (a commit, a policy, an engine, the driver), if anything."""
         run = self._run
-        return run.runtime.failure or run.engine_failure or run.driver_failure
+        return run.runtime.failure or run.engine_failure or run.driver_failure or run.loop_failure
 
     def _over(self) -> str:
         failure = self.failure
@@ -869,13 +890,8 @@ class ReplaySession:
         loop = self._loop
         if loop.is_closed():
             return
-        tasks = [t for t in asyncio.all_tasks(loop) if not t.done()]
-        for task in tasks:
-            task.cancel()
         try:
-            if tasks:
-                gathered = asyncio.gather(*tasks, return_exceptions=True)
-                loop.run_until_complete(gathered)
+            abandon_loop(loop)
         finally:
             loop.close()
             if self._result is None and self._error is None:

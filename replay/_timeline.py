@@ -33,7 +33,6 @@ import gc
 import io
 import json
 import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import BinaryIO, Protocol
@@ -41,6 +40,8 @@ from typing import BinaryIO, Protocol
 import attrs
 
 from engines import EventKind, LifecycleEvent
+
+from ._files import write_file_set
 
 __all__ = (
     "EngineCounters",
@@ -651,20 +652,17 @@ class Timeline:
     def write(self, path: str | os.PathLike[str]) -> None:
         """Write :meth:`to_bytes` to ``path`` atomically (a temporary file, then a rename).
 
-        The events are encoded as they are written, so the file is never held in memory.
+        The events are encoded as they are written, so the file is never held in memory. The
+        file gets the same mode as the report files; on failure a file already at ``path``
+        is left as it was.
 
         Args:
             path: the file to create or replace; its directory must exist.
+
+        Raises:
+            OutputError: the file cannot be written (the message names ``path``).
         """
-        target = Path(path)
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                self._dump(fh)
-            os.replace(tmp, target)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        write_file_set([(Path(path), self._dump)], what="timeline")
 
 
 def timeline_from_events(

@@ -10,21 +10,11 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 import simclock.testing
-
-REPO = Path(__file__).resolve().parent.parent
-SHARED_DATA = REPO.parent / "shared" / "data"
-
-
-@pytest.fixture
-def shared_data() -> Path:
-    """The real public traces beside the checkout (``../shared/data``)."""
-    return SHARED_DATA
 
 
 def pytest_asyncio_loop_factories(

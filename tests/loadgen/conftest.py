@@ -11,10 +11,9 @@ import pytest
 import loadgen
 from loadgen import Workload
 
-SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
-MOONCAKE = SHARED_DATA / "mooncake" / "conversation_trace.jsonl"
-AZURE = SHARED_DATA / "azure_llm_2023" / "AzureLLMInferenceTrace_conv.csv"
-WEKA = SHARED_DATA / "weka_cc" / "weka_cc_traces_v8_shared.tar.xz"
+MOONCAKE = loadgen.dataset_path("mooncake-conversation")
+AZURE = loadgen.dataset_path("azure-conv-2023")
+WEKA = loadgen.dataset_path("weka-claude-code")
 
 WriteLines = Callable[..., Path]
 
@@ -34,5 +33,5 @@ def write_lines(tmp_path: Path) -> WriteLines:
 
 @pytest.fixture(scope="session")
 def weka_workload() -> Workload:
-    """The shared WEKA archive, all 498 plays, read once for the whole session."""
+    """The bundled WEKA archive, all 498 plays, read once for the whole session."""
     return loadgen.read_trace(WEKA)

@@ -8,12 +8,11 @@ tokens, the trace's own block size, so each engine block is exactly one trace co
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from engines import EngineConfig, FixedTiming
 from loadgen import LoadMode, Workload, read_mooncake
 from policies import KVAware, LeastLoaded, Random, RoundRobin, SessionAffinity
 from replay import Aggregated, ReplayResult, run
+from tests.datasets import MOONCAKE
 
 SPEEDUP = 1.0
 TOPOLOGY = Aggregated(
@@ -34,16 +33,16 @@ _RESULTS: dict[str, ReplayResult] = {}  # one replay per policy and process, sha
 _WORKLOAD: list[Workload] = []
 
 
-def mooncake(shared_data: Path) -> Workload:
+def mooncake() -> Workload:
     if not _WORKLOAD:
-        _WORKLOAD.append(read_mooncake(shared_data / "mooncake" / "conversation_trace.jsonl"))
+        _WORKLOAD.append(read_mooncake(MOONCAKE))
     return _WORKLOAD[0]
 
 
-def replay(name: str, shared_data: Path) -> ReplayResult:
+def replay(name: str) -> ReplayResult:
     if name not in _RESULTS:
         _RESULTS[name] = run(
-            mooncake(shared_data),
+            mooncake(),
             topology=TOPOLOGY,
             policy=POLICIES[name](),
             seed=2026,
@@ -52,14 +51,14 @@ def replay(name: str, shared_data: Path) -> ReplayResult:
     return _RESULTS[name]
 
 
-def check_every_request_reaches_a_terminal_state(name: str, shared_data: Path) -> None:
+def check_every_request_reaches_a_terminal_state(name: str) -> None:
     """All 12,031 requests completed under ``name``, with every output token generated."""
-    result = replay(name, shared_data)
-    assert len(mooncake(shared_data).requests) == 12_031
+    result = replay(name)
+    assert len(mooncake().requests) == 12_031
     assert len(result.requests) == 12_031
     assert result.summary.status_counts["completed"] == 12_031
     # every output token of the trace was generated
-    total_output = sum(r.output_length for r in mooncake(shared_data).requests)
+    total_output = sum(r.output_length for r in mooncake().requests)
     assert sum(r.output_tokens for r in result.requests) == total_output
     assert all(r.terminal_ms is not None for r in result.requests)
     assert result.meta.config["policy"] == name

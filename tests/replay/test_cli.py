@@ -14,6 +14,7 @@ import replay._cli as cli
 import simclock
 from replay import OUTPUT_FILES, ReplayFailedError
 from replay._cli import EXIT_FAILED, EXIT_INTERNAL, EXIT_OK, EXIT_USAGE, main
+from tests.datasets import MOONCAKE, head_lines
 
 SAMPLE = Path(cli.__file__).parent / "data" / "mooncake_sample.jsonl"
 
@@ -48,12 +49,8 @@ def test_no_arguments_replays_the_bundled_sample_and_prints_the_table() -> None:
     assert "Mean TTFT (ms):" in out.stdout
 
 
-def test_bundled_sample_is_the_first_200_rows_of_the_mooncake_conversation_trace(
-    shared_data: Path,
-) -> None:
-    source = (shared_data / "mooncake" / "conversation_trace.jsonl").read_bytes()
-    rows = source.splitlines(keepends=True)
-    assert SAMPLE.read_bytes() == b"".join(rows[:200])
+def test_bundled_sample_is_the_first_200_rows_of_the_mooncake_conversation_trace() -> None:
+    assert SAMPLE.read_text(encoding="utf-8") == head_lines(MOONCAKE, 200)
     attribution = (SAMPLE.parent / "ATTRIBUTION.md").read_text()
     assert "github.com/kvcache-ai/Mooncake" in attribution
     assert "FAST25-release/traces/conversation_trace.jsonl" in attribution
@@ -216,11 +213,11 @@ def test_outputs_are_byte_identical_across_pythonhashseed(
         ),
         (
             ["--timing", "fixed:speed=3"],
-            "simclock replay: error: timing: fixed: got an unexpected keyword argument 'speed'",
+            "simclock replay: error: --timing: fixed: got an unexpected keyword argument 'speed'",
         ),
         (
             ["--timing", "roofline", "--gpu", "H900"],
-            "simclock replay: error: timing: roofline: unknown GPU 'H900'; known: A100, B200, "
+            "simclock replay: error: --timing: roofline: unknown GPU 'H900'; known: A100, B200, "
             "H100, H200, L40S",
         ),
         (["--slo", "ttft=soon"], "simclock replay: error: --slo: ttft: 'soon' is not a number"),
@@ -269,7 +266,7 @@ def test_malformed_trace_names_file_line_and_field(
         ("run.toml", "workers = [", "invalid TOML: "),
         ("run.toml", "wrokers = 2\n", "wrokers: unknown key; known: trace, format, workers"),
         ("run.toml", "workers = 2.5\n", "workers: must be an integer >= 1, got 2.5"),
-        ("run.toml", "[engine]\nnum_blocks = 0\n", "EngineConfig.num_blocks must be an int >= 1"),
+        ("run.toml", "[engine]\nnum_blocks = 0\n", "engine: num_blocks: must be an int >= 1"),
         ("run.json", '{"workers": 2,\n "seed": }', ":2: -: invalid JSON: Expecting value"),
         ("run.json", "[1, 2]", ":1: -: the configuration must be a JSON object"),
         ("run.yaml", "workers: 2", ": a config file must end in .toml or .json"),
@@ -367,7 +364,7 @@ def test_ctrl_c_exits_130_without_a_traceback(
 
     monkeypatch.setattr(cli, "_execute", interrupted)
     assert main(["replay", str(small_trace)]) == 130
-    assert capsys.readouterr().err == "simclock: interrupted\n"
+    assert capsys.readouterr().err == "simclock: interrupted before the replay started\n"
 
 
 def test_inspect_and_replay_are_the_commands(capsys: pytest.CaptureFixture[str]) -> None:

@@ -197,15 +197,15 @@ def test_as_json_reads_back_to_the_same_config(tmp_path: Path) -> None:
         ),
         (
             {"model": "llama-3.1-70b"},
-            "engine: model llama-3.1-70b does not fit on one H100 with room for KV",
+            "run.toml: model: llama-3.1-70b does not fit on one H100 with room for KV",
         ),
         (
             {"policy": {"name": "kv_aware", "temperature": -1}},
-            "policy: kv_aware: temperature must be finite and >= 0, got -1",
+            "run.toml: policy: kv_aware: temperature: must be finite and >= 0, got -1",
         ),
         (
             {"timing": "linear"},
-            "timing: linear: missing 4 required keyword-only arguments: "
+            "run.toml: timing: linear: missing 4 required keyword-only arguments: "
             "'c0', 'c_p', 'c_d', and 'c_kv'",
         ),
     ],

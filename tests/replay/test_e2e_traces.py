@@ -23,10 +23,7 @@ from loadgen import LoadMode, read_azure
 from policies import RoundRobin
 from replay import TERMINAL_STATUSES, Aggregated, ReplayResult, run
 from replay._cli import EXIT_OK, main
-
-AZURE = Path("azure_llm_2023") / "AzureLLMInferenceTrace_conv.csv"
-WEKA = Path("weka_cc") / "weka_cc_traces_v8_shared.tar.xz"
-MOONCAKE = Path("mooncake") / "conversation_trace.jsonl"
+from tests.datasets import AZURE, MOONCAKE, WEKA, lines
 
 # Azure: 19,366 standalone requests over 58 minutes, 4.0 M output tokens.
 AZURE_SPEEDUP = 8.0
@@ -46,7 +43,7 @@ def _check_accounting(result: ReplayResult, expected_requests: int) -> None:
     assert result.summary.completed == counts["completed"]
 
 
-def test_the_whole_azure_conversation_trace_replays_every_request(shared_data: Path) -> None:
+def test_the_whole_azure_conversation_trace_replays_every_request() -> None:
     """All 19,366 requests of the Azure 2023 conversation trace, unchanged.
 
     Released at 8x the recorded pace (root times divided by 8: the 58-minute trace arrives in
@@ -56,7 +53,7 @@ def test_the_whole_azure_conversation_trace_replays_every_request(shared_data: P
     (time.process_time, 2-core machine under load); the cost is the engines' per-pass
     scheduling and commit work, linear in the 4.0 M output tokens.
     """
-    workload = read_azure(shared_data / AZURE)
+    workload = read_azure(AZURE)
     assert len(workload.requests) == 19_366
     topology = Aggregated(
         workers=AZURE_WORKERS,
@@ -95,8 +92,8 @@ def _cli(tmp_path: Path, trace: Path, *args: str) -> dict[str, object]:
     return summary
 
 
-def test_cli_replays_a_slice_of_the_azure_trace(shared_data: Path, tmp_path: Path) -> None:
-    rows = (shared_data / AZURE).read_text().splitlines(keepends=True)[:301]
+def test_cli_replays_a_slice_of_the_azure_trace(tmp_path: Path) -> None:
+    rows = lines(AZURE)[:301]
     trace = tmp_path / "azure_slice.csv"
     trace.write_text("".join(rows))
     summary = _cli(tmp_path, trace, "--speedup", "2")
@@ -104,8 +101,8 @@ def test_cli_replays_a_slice_of_the_azure_trace(shared_data: Path, tmp_path: Pat
     assert summary["status_counts"]["completed"] == 300  # type: ignore[index]
 
 
-def test_cli_replays_a_slice_of_the_mooncake_trace(shared_data: Path, tmp_path: Path) -> None:
-    rows = (shared_data / MOONCAKE).read_text().splitlines(keepends=True)[200:400]
+def test_cli_replays_a_slice_of_the_mooncake_trace(tmp_path: Path) -> None:
+    rows = lines(MOONCAKE)[200:400]
     trace = tmp_path / "mooncake_slice.jsonl"
     trace.write_text("".join(rows))
     summary = _cli(tmp_path, trace, "--concurrency", "8")
@@ -113,11 +110,11 @@ def test_cli_replays_a_slice_of_the_mooncake_trace(shared_data: Path, tmp_path: 
     assert summary["status_counts"]["completed"] == 200  # type: ignore[index]
 
 
-def test_cli_replays_a_slice_of_the_weka_archive(shared_data: Path, tmp_path: Path) -> None:
-    # Three plays, trace_0014 with a subagent; the slice is a .tar.xz like the shared archive.
+def test_cli_replays_a_slice_of_the_weka_archive(tmp_path: Path) -> None:
+    # Three plays, trace_0014 with a subagent; the slice is a .tar.xz like the bundled archive.
     wanted = {"trace_0007.json", "trace_0014.json", "trace_0016.json"}
     trace = tmp_path / "weka_slice.tar.xz"
-    with tarfile.open(shared_data / WEKA) as source, tarfile.open(trace, "w:xz") as sink:
+    with tarfile.open(WEKA) as source, tarfile.open(trace, "w:xz") as sink:
         for member in source:
             if Path(member.name).name in wanted:
                 data = source.extractfile(member)

@@ -6,23 +6,20 @@ of the suite.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from engines import EngineConfig, FixedTiming
 from loadgen import LoadMode, read_weka
 from policies import SessionAffinity
 from replay import Aggregated, run
+from tests.datasets import WEKA
 
 from .test_e2e_traces import _check_accounting
 
-WEKA = Path("weka_cc") / "weka_cc_traces_v8_shared.tar.xz"
 # 498 plays, 34,085 calls (521 in 50 subagents), inputs of 100 k tokens at the median
 WEKA_SPEEDUP = 1000.0
 WEKA_BLOCKS = 2_000_000
 
 
 def test_all_498_weka_conversations_replay_uncut_with_their_subagents(
-    shared_data: Path,
 ) -> None:
     """All 498 WEKA plays as recorded — 34,085 calls, the 50 subagents' 521 included, every
     prompt whole (63.1 M content ids, 4.0 G prompt tokens) and every output token generated.
@@ -35,7 +32,7 @@ def test_all_498_weka_conversations_replay_uncut_with_their_subagents(
     (63 M) and per output token (15.2 M), with keys of shared prefixes taken from the
     previous turn and decode steps scheduled together (docs/explanation/engine-model.md).
     """
-    workload = read_weka(shared_data / WEKA)
+    workload = read_weka(WEKA)
     assert len(workload.plays) == 498
     assert len(workload.requests) == 34_085
     topology = Aggregated(

@@ -75,8 +75,8 @@ def test_a_bad_trace_exits_2_with_the_readers_message(
     assert capsys.readouterr().err.startswith(f"simclock inspect: error: {path}:1: ")
 
 
-def test_the_mooncake_trace_matches_the_reference_figures(shared_data: Path) -> None:
-    status, text = inspect(str(shared_data / "mooncake" / "conversation_trace.jsonl"))
+def test_the_mooncake_trace_matches_the_reference_figures() -> None:
+    status, text = inspect("mooncake-conversation")
     assert status == 0
     lines = text.splitlines()
     assert "  requests             12,031" in lines

@@ -189,7 +189,9 @@ def test_a_failure_while_writing_leaves_no_file_behind(
     out = tmp_path / "new" / "out"
     with pytest.raises(OutputError) as info:
         write_outputs(_result(), out)
-    assert str(info.value) == f"{out}: cannot write report: No space left on device"
+    assert str(info.value) == (
+        f"{out / 'requests.jsonl'}: cannot write report: No space left on device"
+    )
     assert not (tmp_path / "new").exists()  # directories this call created are gone too
     assert os.listdir(tmp_path) == []
 

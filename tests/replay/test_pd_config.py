@@ -74,5 +74,5 @@ def test_policy_options_reach_both_pools_and_unknown_ones_are_config_errors() ->
     with pytest.raises(ConfigError) as info:
         pd_from_config(bad)
     assert str(info.value) == (
-        "policy: kv_aware: pd_kv_aware() got an unexpected keyword argument 'weight'"
+        "config: policy: kv_aware: pd_kv_aware() got an unexpected keyword argument 'weight'"
     )

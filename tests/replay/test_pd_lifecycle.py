@@ -3,7 +3,6 @@ phase metrics, configuration errors, and a real trace end to end."""
 
 from __future__ import annotations
 
-import itertools
 from pathlib import Path
 
 import attrs
@@ -21,6 +20,7 @@ from replay import (
     request_json,
     run,
 )
+from tests.datasets import MOONCAKE, head_lines
 
 from .pd_helpers import KeepingPD, clean, example_d, replay, request, statuses
 
@@ -242,13 +242,11 @@ def _build_args() -> dict[str, object]:
 
 
 def test_mooncake_conversation_trace_replays_on_pd_with_every_request_terminal(
-    shared_data: Path, tmp_path: Path
+    tmp_path: Path,
 ) -> None:
-    # the first 150 rows of the shared trace (about a minute of arrivals) keep the test fast
-    source = shared_data / "mooncake" / "conversation_trace.jsonl"
+    # the first 150 rows of the bundled trace (about a minute of arrivals) keep the test fast
     head = tmp_path / "conversation_head.jsonl"
-    with source.open(encoding="utf-8") as rows:
-        head.write_text("".join(itertools.islice(rows, 150)), encoding="utf-8")
+    head.write_text(head_lines(MOONCAKE, 150), encoding="utf-8")
     workload = read_mooncake(head)
     keeping = KeepingPD(
         pd_topology_from_options(

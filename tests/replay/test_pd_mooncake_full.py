@@ -1,4 +1,4 @@
-"""End to end: the whole shared Mooncake conversation trace on a disaggregated topology.
+"""End to end: the whole bundled Mooncake conversation trace on a disaggregated topology.
 
 All 12,031 requests, unchanged, on two prefill and two decode engines with a 50 GB/s KV link,
 released at 8x the recorded pace (REFERENCE-workloads §4.1) to keep the run to seconds. The
@@ -10,18 +10,16 @@ clock reports as a deadlock rather than hanging.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from engines import EngineConfig, FixedTiming
 from loadgen import LoadMode, read_mooncake
 from policies import pd_policy
 from replay import pd_phases, pd_topology_from_options, run
+from tests.datasets import MOONCAKE
 
 
 def test_the_whole_mooncake_trace_replays_on_pd_with_every_handoff_recorded(
-    shared_data: Path,
 ) -> None:
-    workload = read_mooncake(shared_data / "mooncake" / "conversation_trace.jsonl")
+    workload = read_mooncake(MOONCAKE)
     topology = pd_topology_from_options(
         prefill_workers=2,
         decode_workers=2,

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import io
-import itertools
 from pathlib import Path
 
 import pytest
@@ -23,6 +22,7 @@ from replay._report import ReplayResult
 from replay._runner import run
 from replay._timeline import TimelineFilter
 from replay._topology import Aggregated
+from tests.datasets import MOONCAKE, head_lines
 
 TOPOLOGY = Aggregated(
     workers=2,
@@ -32,11 +32,9 @@ TOPOLOGY = Aggregated(
 
 
 @pytest.fixture
-def workload(tmp_path: Path, shared_data: Path) -> Workload:
-    with (shared_data / "mooncake" / "conversation_trace.jsonl").open(encoding="utf-8") as trace:
-        lines = list(itertools.islice(trace, 60))
+def workload(tmp_path: Path) -> Workload:
     sample = tmp_path / "sample.jsonl"
-    sample.write_text("".join(lines), encoding="utf-8")
+    sample.write_text(head_lines(MOONCAKE, 60), encoding="utf-8")
     return read_trace(sample)
 
 

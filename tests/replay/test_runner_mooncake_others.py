@@ -3,13 +3,11 @@ least_loaded and session_affinity (the set-up is in ``mooncake_e2e``)."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from tests.replay.mooncake_e2e import check_every_request_reaches_a_terminal_state
 
 
 @pytest.mark.parametrize("name", ["random", "least_loaded", "session_affinity"])
-def test_every_mooncake_request_reaches_a_terminal_state(name: str, shared_data: Path) -> None:
-    check_every_request_reaches_a_terminal_state(name, shared_data)
+def test_every_mooncake_request_reaches_a_terminal_state(name: str) -> None:
+    check_every_request_reaches_a_terminal_state(name)

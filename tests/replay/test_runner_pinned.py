@@ -10,7 +10,6 @@ not.
 from __future__ import annotations
 
 import hashlib
-from pathlib import Path
 
 import attrs
 import pytest
@@ -19,6 +18,7 @@ from engines import EngineConfig, FixedTiming
 from loadgen import LoadMode, Workload, read_mooncake
 from policies import KVAware, Policy, RoundRobin
 from replay import Aggregated, ReplayResult, run
+from tests.datasets import MOONCAKE
 
 TOPOLOGY = Aggregated(
     workers=4,
@@ -36,9 +36,9 @@ TIGHT = Aggregated(
 _WORKLOAD: list[Workload] = []
 
 
-def mooncake_slice(shared_data: Path, count: int) -> Workload:
+def mooncake_slice(count: int) -> Workload:
     if not _WORKLOAD:
-        _WORKLOAD.append(read_mooncake(shared_data / "mooncake" / "conversation_trace.jsonl"))
+        _WORKLOAD.append(read_mooncake(MOONCAKE))
     workload = _WORKLOAD[0]
     return attrs.evolve(workload, requests=workload.requests[:count])
 
@@ -74,10 +74,10 @@ CASES: dict[str, tuple[Aggregated, type[Policy], float, int, str]] = {
 
 
 @pytest.mark.parametrize("name", list(CASES))
-def test_mooncake_slice_replays_to_the_pinned_results(name: str, shared_data: Path) -> None:
+def test_mooncake_slice_replays_to_the_pinned_results(name: str) -> None:
     topology, make_policy, speedup, count, expected = CASES[name]
     result = run(
-        mooncake_slice(shared_data, count),
+        mooncake_slice(count),
         topology=topology,
         policy=make_policy(),
         seed=2026,

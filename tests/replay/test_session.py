@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +23,7 @@ from replay._session import ReplaySession, describe_event
 from replay._topology import Aggregated
 from simclock import get_logger, log_context
 from simclock.testing import capture_logs
+from tests.datasets import MOONCAKE, head_lines
 
 MS = 1_000_000
 ONE_ENGINE = Aggregated(
@@ -186,12 +186,9 @@ def test_stepped_session_gives_the_same_report_bytes_as_run(tmp_path: Path) -> N
     assert output_bytes(got, tmp_path / "session") == output_bytes(expected, tmp_path / "run")
 
 
-def test_a_session_stepped_on_a_real_trace_matches_run(tmp_path: Path, shared_data: Path) -> None:
-    path = shared_data / "mooncake" / "conversation_trace.jsonl"
-    with path.open(encoding="utf-8") as trace:
-        lines = list(itertools.islice(trace, 80))
+def test_a_session_stepped_on_a_real_trace_matches_run(tmp_path: Path) -> None:
     sample = tmp_path / "sample.jsonl"
-    sample.write_text("".join(lines), encoding="utf-8")
+    sample.write_text(head_lines(MOONCAKE, 80), encoding="utf-8")
     workload = read_trace(sample)
     topology = Aggregated(
         workers=2,
