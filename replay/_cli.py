@@ -59,10 +59,10 @@ from ._config import (
 from ._exceptions import ReplayFailedError, ReplayInterrupted
 from ._files import check_destinations
 from ._limits import check_schedule
-from ._output import OUTPUT_FILES, OutputError, format_table, write_outputs
+from ._output import OUTPUT_FILES, TOKEN_TIMES_MODES, OutputError, format_table, write_outputs
 from ._pd import pd_from_config
 from ._report import ReplayResult
-from ._runner import SEED_STREAMS, run
+from ._runner import SEED_STREAMS, STEPPINGS, run
 from ._timeline import Timeline
 from ._topology import Aggregated, Topology
 
@@ -258,6 +258,18 @@ def build_parser() -> argparse.ArgumentParser:
         help="write summary.json, requests.jsonl and config.json into DIR",
     )
     replay.add_argument("--quiet", action="store_true", help="do not print the report table")
+    replay.add_argument(
+        "--stepping",
+        choices=STEPPINGS,
+        help="macro: engines jump over passes whose outcome is known (default); pass: one "
+        "engine deadline per pass, the reference (the same results)",
+    )
+    replay.add_argument(
+        "--token-times",
+        choices=TOKEN_TIMES_MODES,
+        help="how requests.jsonl holds token times: full (default), runs of equal spacing "
+        "[start_ms, step_ms, count], or none",
+    )
     _add_workload_flags(replay)
     add_debug_flags(replay)
     replay.set_defaults(handler=_replay, parser=replay)
@@ -491,6 +503,8 @@ def _replay(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
         "seed": args.seed,
         "slo": args.slo,
         "output_dir": args.output_dir,
+        "stepping": args.stepping,
+        "token_times": args.token_times,
         "workload": {key: getattr(args, key) for key in WORKLOAD_FLAGS},
     }
     config = resolve_config(file_values, overrides, source=source)
@@ -533,6 +547,7 @@ def _replay(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
             slo=config.slo,
             load=load,
             config=config.as_json(),
+            stepping=config.stepping,
         )
     except ReplayFailedError as exc:
         result = exc.result
@@ -547,7 +562,7 @@ def _replay(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
         if failure is not None:
             print(f"simclock replay: {failure}", file=sys.stderr)
         if config.output_dir is not None:
-            write_outputs(result, config.output_dir)
+            write_outputs(result, config.output_dir, token_times=config.token_times)
         if timelines and options.timeline_path is not None:
             write_timeline(timelines[0], options.timeline_path)
     except KeyboardInterrupt:

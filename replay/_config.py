@@ -14,6 +14,8 @@ A configuration is a flat table (TOML or JSON) whose keys are the command-line o
     slo = "ttft=2000,tpot=50"            # or a table: {ttft = 2000, tpot = 50}
     output_dir = "out"
     gpu_memory_utilization = 0.9
+    stepping = "macro"                   # or "pass": one engine deadline per pass
+    token_times = "full"                 # requests.jsonl: "full", "runs" or "none"
     [engine]                             # any EngineConfig field
     max_num_batched_tokens = 8192
     [workload]                           # load mode, reader options, or a synthetic workload
@@ -69,6 +71,8 @@ from ._limits import (
     check_virtual_time,
 )
 from ._metrics import SLO, SLOError
+from ._output import TOKEN_TIMES_MODES, TokenTimesMode
+from ._runner import STEPPINGS, Stepping
 
 __all__ = (
     "DEFAULT_GPU",
@@ -121,6 +125,8 @@ _KEYS = (
     "decode_workers",
     "kv_bandwidth_gbps",
     "workload",
+    "stepping",
+    "token_times",
 )
 _PD_KEYS = ("prefill_workers", "decode_workers", "kv_bandwidth_gbps")
 TOPOLOGIES: tuple[str, ...] = ("aggregated", "pd")
@@ -357,6 +363,10 @@ class ReplayConfig:
             a trace), as given.
         origins: key -> where it was set (``run.toml: engine`` or ``--policy``), so errors
             found when a component is built name the file (or flag) and the key.
+        stepping: ``macro`` (default) or ``pass`` (one engine deadline per pass); the same
+            results either way, so it is not echoed in ``config.json``.
+        token_times: how ``requests.jsonl`` holds token times: ``full`` (default), ``runs``
+            or ``none``; not echoed in ``config.json``.
     """
 
     trace: str | None = None
@@ -376,6 +386,8 @@ class ReplayConfig:
     decode_workers: int = 1
     kv_bandwidth_gbps: float | None = None
     workload: Mapping[str, Any] = attrs.field(factory=dict)
+    stepping: Stepping = "macro"
+    token_times: TokenTimesMode = "full"
     origins: Mapping[str, str] = attrs.field(factory=dict, eq=False, repr=False)
 
     def origin(self, key: str) -> str:
@@ -629,6 +641,16 @@ def resolve_config(
         elif key in ("workers", "prefill_workers", "decode_workers"):
             kwargs[key] = _int(value, where=where, minimum=1)
             check_count(value, where=where, maximum=MAX_WORKERS)
+        elif key == "stepping":
+            if value not in STEPPINGS:
+                raise ConfigError(f"{where}: must be one of {', '.join(STEPPINGS)}, got {value!r}")
+            kwargs[key] = value
+        elif key == "token_times":
+            if value not in TOKEN_TIMES_MODES:
+                raise ConfigError(
+                    f"{where}: must be one of {', '.join(TOKEN_TIMES_MODES)}, got {value!r}"
+                )
+            kwargs[key] = value
         elif key == "topology":
             if value not in TOPOLOGIES:
                 raise ConfigError(f"{where}: must be one of {', '.join(TOPOLOGIES)}, got {value!r}")

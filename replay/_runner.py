@@ -416,7 +416,7 @@ def _run_loop(replay: _Run) -> tuple[int, int]:
     an internal error) ends the run: it is kept in ``replay.loop_failure``, every task left
     is cancelled, and the caller reports the run up to that instant.
     """
-    loop = simclock.new_event_loop()
+    loop = simclock.new_event_loop(report_interrupts=False)
     try:
         replay.build()
         main = loop.create_task(replay.main(), name="replay")

@@ -363,7 +363,7 @@ class ReplaySession:
     _wall_s: float = attrs.field(default=0.0, init=False)
 
     def __attrs_post_init__(self) -> None:
-        self._loop = simclock.new_event_loop()
+        self._loop = simclock.new_event_loop(report_interrupts=False)
         self._run.build()
         if self._history_on:
             self._run.journal.subscribe(self._on_event)

@@ -316,6 +316,10 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         seed: when given, each batch of ready callbacks runs in an order permuted by a
             generator seeded with it, instead of first in first out (schedule exploration;
             see the module documentation). ``None`` (the default) keeps FIFO.
+        report_interrupts: on ``KeyboardInterrupt`` inside the run, also print the virtual
+            time and the unfinished tasks to stderr (they are always added to the
+            exception as a note). An application that reports interrupts itself (the
+            ``simclock replay`` command) passes ``False``.
 
     Raises:
         ClockConfigError: an option is out of range.
@@ -337,6 +341,7 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         end_ns: int | None = None,
         end_s: float | None = None,
         seed: int | None = None,
+        report_interrupts: bool = True,
     ) -> None:
         problem = _check_options(start_ns, stall_budget, livelock_budget, end_ns=end_ns, seed=seed)
         if problem is None and end_s is not None:
@@ -368,7 +373,7 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         self._rng = None if seed is None else np.random.default_rng(seed)
         self._home_thread = threading.get_ident()
         self._thread_refusals: list[str] = []
-        self._report_interrupt_to_stderr = True
+        self._report_interrupt_to_stderr = bool(report_interrupts)
         # A C-level callable instead of a Python method: asyncio.sleep and every queue
         # and lock call it, and the loop's cost per event is what the benchmark measures.
         self.create_future = functools.partial(asyncio.Future, loop=self)  # type: ignore[method-assign]

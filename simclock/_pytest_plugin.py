@@ -103,8 +103,8 @@ class ClockOptions:
             livelock_budget=self.livelock_budget,
             end_ns=self.end_ns,
             seed=self.seed,
+            report_interrupts=False,
         )
-        loop._report_interrupt_to_stderr = False
         return loop
 
 

@@ -25,6 +25,7 @@ def new_event_loop(
     livelock_budget: int | None = DEFAULT_LIVELOCK_BUDGET,
     end_s: float | None = None,
     seed: int | None = None,
+    report_interrupts: bool = True,
 ) -> VirtualEventLoop:
     """A new :class:`VirtualEventLoop` (the caller closes it).
 
@@ -34,6 +35,7 @@ def new_event_loop(
         livelock_budget: see :class:`VirtualEventLoop`; ``None`` disables the check.
         end_s: the end of virtual time in seconds; see :class:`VirtualEventLoop`.
         seed: permute same-instant ready callbacks; see :class:`VirtualEventLoop`.
+        report_interrupts: print where an interrupted run was; see :class:`VirtualEventLoop`.
     """
     return VirtualEventLoop(
         start_ns=start_ns,
@@ -41,6 +43,7 @@ def new_event_loop(
         livelock_budget=livelock_budget,
         end_s=end_s,
         seed=seed,
+        report_interrupts=report_interrupts,
     )
 
 
