@@ -149,7 +149,12 @@ class KVCache:
             evictable = refs.count(0)
             if need + evictable + reserve > self.free_count:
                 return False
-            if evictable:
+            if evictable == len(hits) > 1 and self._unlink_run(hits):
+                # every hit was free and they lay together in the queue (as one release left
+                # them): the whole run left the queue in one step
+                _consume(map(ref.__setitem__, hits, repeat(1)))
+                self.free_count -= evictable
+            elif evictable:
                 nxt = self._next
                 prv = self._prev
                 for b, r in zip(hits, refs, strict=True):
@@ -174,6 +179,29 @@ class KVCache:
             return False
         if need:
             self._take(blocks, need)
+        return True
+
+    def _unlink_run(self, hits: list[int]) -> bool:
+        """Take ``hits`` out of the queue in one step when they lie there as one run, last
+        hit nearest the head (the order a release leaves a sequence's blocks in).
+
+        Returns:
+            Whether they did (nothing is changed otherwise).
+        """
+        prv = self._prev
+        if list(map(prv.__getitem__, hits[:-1])) != hits[1:]:
+            return False
+        nxt = self._next
+        left = prv[hits[-1]]
+        right = nxt[hits[0]]
+        if left == -1:
+            self._head = right
+        else:
+            nxt[left] = right
+        if right == -1:
+            self._tail = left
+        else:
+            prv[right] = left
         return True
 
     def _take(self, blocks: list[int], need: int) -> None:
