@@ -44,7 +44,7 @@ from ._metrics import SLO
 from ._prepare import PreparedWorkload, prepare
 from ._report import EngineUsage, ReplayResult, RunMeta, finalize
 from ._topology import Topology
-from ._watch import ProgressWatch
+from ._watch import NO_PROGRESS_S, NO_PROGRESS_WAKEUPS, ProgressWatch
 
 __all__ = ("SEED_STREAMS", "RunJournal", "run")
 
@@ -171,6 +171,8 @@ class _Run:
     _done: asyncio.Future[None] | None = attrs.field(default=None, init=False)
     _engine_tasks: list[asyncio.Task[None]] = attrs.field(factory=list, init=False)
     _side_tasks: list[asyncio.Task[Any]] = attrs.field(factory=list, init=False)
+    _clock_watch: Callable[[int], None] | None = attrs.field(default=None, init=False)
+    _progress_ns: int = attrs.field(default=0, init=False)
 
     def __attrs_post_init__(self) -> None:
         if self.cutoff_ns is not None and self.load.max_virtual_time_s is None:
@@ -205,11 +207,17 @@ class _Run:
                 on_poison=self._on_poison,
             )
         # A run whose clock moves without progress fails instead of running for ever.
-        self.runtime.wakeup_watch = ProgressWatch(
+        watch = ProgressWatch(
             progress=lambda: (self._released, len(self._terminal)),
             unsettled=self._unsettled_ids,
             engines_idle=self._engines_idle,
-        ).check
+            last_progress_ns=lambda: self._progress_ns,
+        )
+        self.runtime.wakeup_watch = watch.check
+        # Whatever else keeps the clock moving (a policy task on bare asyncio.sleep) is seen
+        # by the loop's clock watch. Not with P/D: a KV transfer in flight leaves every
+        # engine's queues empty while the run is making progress.
+        self._clock_watch = None if make_runtime is not None else watch.check_clock
         workload = self.prepared.workload
         if self.prepared.requests != workload.requests:
             workload = attrs.evolve(workload, requests=self.prepared.requests)
@@ -228,6 +236,14 @@ class _Run:
     async def main(self) -> None:
         loop = asyncio.get_running_loop()
         self._done = loop.create_future()
+        if self._clock_watch is not None and isinstance(loop, simclock.VirtualEventLoop):
+            # twice the policy-wakeup budget: a policy that wakes through its context is
+            # reported by that check first, with its own wakeup count
+            loop.watch_clock(
+                self._clock_watch,
+                every_ns=round(2 * NO_PROGRESS_S * 1e9),
+                every_moves=2 * NO_PROGRESS_WAKEUPS,
+            )
         for engine in self.engines:
             task = loop.create_task(engine.run(), name=f"engine[{engine.index}]")
             task.add_done_callback(self._engine_done)
@@ -290,6 +306,7 @@ class _Run:
     def _release(self, request: Request) -> None:
         now = simclock.now_ns()
         self._released += 1
+        self._progress_ns = now
         self.journal.record(
             LifecycleEvent(
                 now,
@@ -329,6 +346,7 @@ class _Run:
         rid = event.request_id
         if rid in self._terminal:
             return
+        self._progress_ns = event.time_ns
         if event.kind is EventKind.REJECTED and self.runtime.status(rid) in ("held", "offered"):
             return  # the policy may still place it elsewhere
         self._terminal.add(rid)

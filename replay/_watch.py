@@ -61,6 +61,7 @@ class ProgressWatch:
         progress: a value that changes whenever a request is released or ends.
         unsettled: the released, non-terminal request ids, in release order.
         engines_idle: whether no engine has a request waiting, running or offered.
+        last_progress_ns: when the latest progress happened (for the clock watch).
         budget_ns: virtual time without progress allowed (``NO_PROGRESS_S``).
         budget_wakeups: wakeups without progress allowed (``NO_PROGRESS_WAKEUPS``).
     """
@@ -68,6 +69,7 @@ class ProgressWatch:
     progress: Callable[[], object]
     unsettled: Callable[[], list[str]]
     engines_idle: Callable[[], bool]
+    last_progress_ns: Callable[[], int] | None = None
     budget_ns: int = round(NO_PROGRESS_S * 1e9)
     budget_wakeups: int = NO_PROGRESS_WAKEUPS
     _mark: object = attrs.field(default=None, init=False)
@@ -89,10 +91,30 @@ class ProgressWatch:
         self._wakeups += 1
         if now - self._since_ns < self.budget_ns and self._wakeups < self.budget_wakeups:
             return
+        self._stuck(now, f"{self._wakeups:,} policy wakeups, the latest of {waiter}")
+
+    def check_clock(self, when_ns: int) -> None:
+        """The clock is about to move to ``when_ns`` (``VirtualEventLoop.watch_clock``): raise
+        when the run is past the budget, whatever keeps the clock moving (a policy task on
+        bare ``asyncio.sleep``, a poller of one nanosecond).
+
+        Raises:
+            NoProgressError: as :meth:`check`.
+        """
+        mark = self.progress()
+        if mark != self._mark:
+            self._mark, self._wakeups = mark, 0
+            last = self.last_progress_ns
+            self._since_ns = simclock.now_ns() if last is None else last()
+            if when_ns - self._since_ns < self.budget_ns:
+                return
+        self._stuck(when_ns, "the clock still moving")
+
+    def _stuck(self, now: int, what: str) -> None:
         # Only now look at the engines: reading their views mid-run is not free.
         unsettled = self.unsettled()
         if not unsettled or not self.engines_idle():
-            self._since_ns, self._wakeups = now, 0
+            self._since_ns, self._wakeups = simclock.now_ns(), 0
             return
         loop = asyncio.get_running_loop()
         pending = loop.snapshot().pending_timers if isinstance(loop, VirtualEventLoop) else ()
@@ -103,7 +125,7 @@ class ProgressWatch:
         )
         raise NoProgressError(
             f"no progress for {(now - self._since_ns) / 1e9:.9g} s of virtual time and "
-            f"{self._wakeups:,} policy wakeups, the latest of {waiter}, with "
+            f"{what}, with "
             f"{len(unsettled)} request(s) unsettled: {_listed(unsettled)}; other pending "
             f"timers: {_listed(list(timers)) or 'none'}",
             unsettled=tuple(unsettled),

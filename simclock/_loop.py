@@ -369,6 +369,14 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         self._instant_end_wakeups = 0
         self._wakeup_context = contextvars.Context()
         self._end_ns: int = MAX_TIME_NS if end_ns is None else end_ns
+        # the clock watch (watch_clock): the callback, its period in ns and in clock moves,
+        # and the next instant / move count at which it is due
+        self._watch: Callable[[int], object] | None = None
+        self._watch_ns = 0
+        self._watch_moves = 0
+        self._watch_at_ns = MAX_TIME_NS
+        self._watch_at_moves = sys.maxsize
+        self._limit_ns: int = self._end_ns
         self._seed = seed
         self._rng = None if seed is None else np.random.default_rng(seed)
         self._home_thread = threading.get_ident()
@@ -398,8 +406,8 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
     def _advance(self, when_ns: int) -> None:
         if when_ns < self._now_ns:
             raise InternalError(f"clock would go back from {self._now_ns} ns to {when_ns} ns")
-        if when_ns > self._end_ns:
-            raise self._time_limit_error(when_ns)
+        if when_ns > self._limit_ns or self._clock_advances >= self._watch_at_moves:
+            self._cross(when_ns)
         if when_ns != self._now_ns:
             self._now_ns = when_ns
             self._now_s = when_ns / _NS_PER_S
@@ -691,6 +699,51 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         heapq.heappush(self._timers, (when_ns, sequence, timer))
         return timer
 
+    def watch_clock(
+        self,
+        callback: Callable[[int], object] | None,
+        *,
+        every_ns: int = MAX_TIME_NS,
+        every_moves: int = sys.maxsize,
+    ) -> None:
+        """Call ``callback(when_ns)`` as the clock moves, at most every ``every_ns`` of virtual
+        time and every ``every_moves`` moves of the clock, whichever comes first.
+
+        The call happens just before the clock moves to ``when_ns`` (nothing else runs in
+        between); an exception it raises ends the run there, as a time limit does. It adds no
+        callback to the loop, so it changes no order. ``None`` removes the watch.
+
+        Raises:
+            ClockConfigError: a period is not an int >= 1.
+        """
+        for name, value in (("every_ns", every_ns), ("every_moves", every_moves)):
+            if not _is_int(value) or value < 1:
+                raise ClockConfigError(f"{name} must be an int >= 1, got {value!r}")
+        self._watch = callback
+        self._watch_ns = every_ns
+        self._watch_moves = every_moves
+        self._arm_watch()
+
+    def _arm_watch(self) -> None:
+        if self._watch is None:
+            self._watch_at_ns = MAX_TIME_NS
+            self._watch_at_moves = sys.maxsize
+        else:
+            self._watch_at_ns = min(MAX_TIME_NS, self._now_ns + self._watch_ns)
+            self._watch_at_moves = self._clock_advances + self._watch_moves
+        self._limit_ns = min(self._end_ns, self._watch_at_ns - 1)
+
+    def _cross(self, when_ns: int) -> None:
+        """The clock is about to move to ``when_ns`` past the end of time or a watch point."""
+        if when_ns > self._end_ns:
+            raise self._time_limit_error(when_ns)
+        watch = self._watch
+        if watch is not None and (
+            when_ns >= self._watch_at_ns or self._clock_advances >= self._watch_at_moves
+        ):
+            self._arm_watch()
+            watch(when_ns)
+
     def instant_events(self) -> int:
         """Callbacks run since the clock reached the current instant (0: nothing has run at
         this instant yet)."""
@@ -775,7 +828,6 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         set_unless_cancelled = _set_result_unless_cancelled
         wake = _wake
         budget = self._livelock_budget
-        end_ns = self._end_ns
         ntodo = self._batch_left
         self._batch_left = 0
         while True:
@@ -819,8 +871,9 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
                         raise self._deadlock_error()
                     # self._advance inlined; the heap top is the earliest live timer.
                     now = timers[0][0]
-                    if now > end_ns:
-                        raise self._time_limit_error(now)
+                    # read each time: a watch may be set from inside the run
+                    if now > self._limit_ns or self._clock_advances >= self._watch_at_moves:
+                        self._cross(now)
                     self._now_ns = now
                     self._now_s = now / _NS_PER_S
                     self._clock_advances += 1

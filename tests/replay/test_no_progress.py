@@ -195,3 +195,42 @@ def test_abandoning_more_tasks_than_the_livelock_budget_leaves_none_to_warn(
     gc.collect()  # no "Task was destroyed", no "coroutine ... was never awaited"
     captured = capsys.readouterr()
     assert captured.err == captured.out == ""
+
+
+class HoldWhilePolling:
+    """Holds every request while a task polls with bare ``asyncio.sleep`` (not the context)."""
+
+    name = "poll"
+
+    def __init__(self, step_s: float) -> None:
+        self.step_s = step_s
+
+    async def run(self, stream: RequestStream, ctx: PolicyContext) -> None:
+        async def poll() -> None:
+            while True:
+                await asyncio.sleep(self.step_s)
+
+        ctx.spawn(poll(), name="poll")
+        async for _ in stream:
+            pass
+
+
+@pytest.mark.parametrize(("step_s", "moves"), [(1e-9, True), (60.0, False)])
+def test_a_poller_on_bare_asyncio_sleep_is_caught_by_the_clock_watch(
+    step_s: float, moves: bool
+) -> None:
+    with pytest.raises(ReplayFailedError) as info:
+        run(_workload(), topology=TOPOLOGY, policy=HoldWhilePolling(step_s))
+    cause = info.value.__cause__
+    assert isinstance(cause, NoProgressError)
+    end_ms = info.value.result.meta.virtual_duration_ms
+    if moves:
+        # twice 200,000 moves of 1 ns: 0.4 ms in, only the first request was released
+        assert cause.unsettled == ("r0",)
+        assert "the clock still moving, with 1 request(s) unsettled: r0" in str(cause)
+        assert end_ms == pytest.approx(0.4, abs=0.01)
+    else:
+        # checked every two hours of virtual time; the last release was at 20 ms
+        assert cause.unsettled == ("r0", "r1", "r2")
+        assert "the clock still moving, with 3 request(s) unsettled: r0, r1, r2" in str(cause)
+        assert end_ms == pytest.approx(2 * NO_PROGRESS_S * 1000, abs=60_000)

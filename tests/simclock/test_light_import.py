@@ -1,0 +1,44 @@
+"""``import simclock`` loads nothing heavy: the command line takes over Ctrl-C and SIGTERM
+before asyncio, numpy or any other package of the simulator loads."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import simclock
+
+
+def _modules_after(statement: str) -> list[str]:
+    probe = (
+        f"{statement}; import sys; "
+        "print(' '.join(m for m in ('asyncio', 'numpy', 'structlog', 'anyio', 'replay', "
+        "'engines', 'loadgen', 'policies') if m in sys.modules))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
+    )
+    return done.stdout.split()
+
+
+def test_importing_the_package_or_its_entry_module_loads_nothing_heavy() -> None:
+    assert _modules_after("import simclock") == []
+    assert _modules_after("import simclock.__main__") == []
+
+
+def test_public_names_load_on_first_use_and_stay() -> None:
+    loop_class = simclock.VirtualEventLoop
+    assert loop_class.__module__ == "simclock._loop"
+    assert vars(simclock)["VirtualEventLoop"] is loop_class
+    assert "now_ns" in dir(simclock)
+    loaded = _modules_after("import simclock; simclock.now_ns")
+    assert "asyncio" in loaded and "replay" not in loaded and "engines" not in loaded
+
+
+def test_an_unknown_name_is_an_attribute_error() -> None:
+    try:
+        simclock.no_such_name  # type: ignore[attr-defined]  # noqa: B018
+    except AttributeError as exc:
+        assert str(exc) == "module 'simclock' has no attribute 'no_such_name'"
+    else:
+        raise AssertionError("no AttributeError")
