@@ -19,18 +19,27 @@ def main() -> int:
 
     def on_signal(signum: int, frame: FrameType | None) -> None:
         received.append(signum)
-        raise KeyboardInterrupt
+        if len(received) == 1:
+            raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGTERM, on_signal)
+    previous_int = signal.signal(signal.SIGINT, on_signal)
     try:
         try:
             # Deferred on purpose: the command line imports every package (numpy among
-            # them), and an interrupt during that import must not print a traceback.
+            # them), and an interrupt during that import must not print a traceback. A
+            # package's own import code may turn the interrupt into another error (numpy
+            # reports an ImportError): any failure after a signal is that signal.
             from replay._cli import main as run_command_line
-        except KeyboardInterrupt:
-            what = "terminated" if received else "interrupted"
+        except BaseException:
+            if not received:
+                signal.signal(signal.SIGINT, previous_int)
+                raise
+            # The handler stays: an import interrupted in C code may deliver the signal again.
+            what = "terminated" if received[0] == signal.SIGTERM else "interrupted"
             print(f"simclock: {what} while starting", file=sys.stderr)
-            return 143 if received else 130
+            return 143 if received[0] == signal.SIGTERM else 130
+        signal.signal(signal.SIGINT, previous_int)
         return run_command_line()
     finally:
         signal.signal(signal.SIGTERM, previous)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 import simclock
 
 
@@ -15,9 +17,7 @@ def _modules_after(statement: str) -> list[str]:
         "print(' '.join(m for m in ('asyncio', 'numpy', 'structlog', 'anyio', 'replay', "
         "'engines', 'loadgen', 'policies') if m in sys.modules))"
     )
-    done = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True
-    )
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     return done.stdout.split()
 
 
@@ -42,3 +42,33 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
         assert str(exc) == "module 'simclock' has no attribute 'no_such_name'"
     else:
         raise AssertionError("no AttributeError")
+
+
+def test_a_signal_while_the_command_line_loads_is_one_line_even_if_an_import_turns_it_into_an_error(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import builtins
+    import os
+    import signal
+    import time
+
+    import simclock.__main__ as entry
+
+    real_import = builtins.__import__
+
+    def importing(name: str, *args: object, **kwargs: object) -> object:
+        if name == "replay._cli":
+            try:
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(5)  # the handler interrupts this
+            except KeyboardInterrupt:
+                # what numpy does when its C import is interrupted
+                raise ImportError("PyCapsule_Import could not import module 'datetime'") from None
+        return real_import(name, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(builtins, "__import__", importing)
+    try:
+        assert entry.main() == 130
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    assert capsys.readouterr().err == "simclock: interrupted while starting\n"
