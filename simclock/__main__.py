@@ -31,14 +31,20 @@ def main() -> int:
             # package's own import code may turn the interrupt into another error (numpy
             # reports an ImportError): any failure after a signal is that signal.
             from replay._cli import main as run_command_line
-        except BaseException:
-            if not received:
+        except BaseException as exc:
+            if not received and not isinstance(exc, KeyboardInterrupt):
                 signal.signal(signal.SIGINT, previous_int)
                 raise
-            # The handler stays: an import interrupted in C code may deliver the signal again.
-            what = "terminated" if received[0] == signal.SIGTERM else "interrupted"
-            print(f"simclock: {what} while starting", file=sys.stderr)
-            return 143 if received[0] == signal.SIGTERM else 130
+            if not received:
+                signal.signal(signal.SIGINT, previous_int)
+            # Otherwise the handler stays: an import interrupted in C code may deliver the
+            # signal again.
+            terminated = bool(received) and received[0] == signal.SIGTERM
+            print(
+                f"simclock: {'terminated' if terminated else 'interrupted'} while starting",
+                file=sys.stderr,
+            )
+            return 143 if terminated else 130
         signal.signal(signal.SIGINT, previous_int)
         return run_command_line()
     finally:
