@@ -9,7 +9,14 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
-__all__ = ("DecodeRun", "PassShape", "Role", "TimingModel", "decode_run_times_ms")
+__all__ = (
+    "DecodeRun",
+    "PassShape",
+    "Role",
+    "TimingModel",
+    "decode_run_times_ms",
+    "per_pass_times_ms",
+)
 
 Role = Literal["aggregated", "prefill", "decode"]
 IntArray = npt.NDArray[np.int64]
@@ -173,11 +180,16 @@ def decode_run_times_ms(timing: TimingModel, run: DecodeRun) -> npt.NDArray[np.f
                 f"expected ({run.passes},)"
             )
         return out
+    return per_pass_times_ms(timing, run)
+
+
+def per_pass_times_ms(timing: TimingModel, run: DecodeRun) -> npt.NDArray[np.float64]:
+    """Durations of every pass of ``run``, one :meth:`TimingModel.pass_time_ms` call each
+    (a value that is not a number reads as NaN: the engine reports it at that pass)."""
     values = []
     for i in range(run.passes):
         ms = timing.pass_time_ms(run.shape(i))
         if isinstance(ms, bool) or not isinstance(ms, int | float):
-            # the engine's per-pass check reports it when it reaches this pass
             ms = math.nan
         values.append(float(ms))
     return np.array(values, dtype=np.float64)

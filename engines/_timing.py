@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._exceptions import EngineError
-from ._pass import DecodeRun, PassShape
+from ._pass import DecodeRun, PassShape, per_pass_times_ms
 
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
@@ -246,7 +246,7 @@ class FixedTiming:
         if run.role != "decode" and bool(
             (run.computed < run.prompt_length).any() or (run.output_before < 1).any()
         ):
-            return np.array([self.pass_time_ms(run.shape(i)) for i in range(run.passes)])
+            return per_pass_times_ms(self, run)
         # no entry touches a prompt position; every pass samples for entries that had sampled
         has_decode = run.role != "prefill"
         value = float(self.prefill_ms) * False + float(self.decode_ms) * has_decode
@@ -365,7 +365,7 @@ class PolynomialTiming:
             run.role != "decode"
             and bool((run.output_before < 1).any() or (run.computed < run.prompt_length).any())
         ):
-            return np.array([self.pass_time_ms(run.shape(i)) for i in range(run.passes)])
+            return per_pass_times_ms(self, run)
         sizes = run.batch_sizes()
         index = np.arange(run.passes, dtype=np.int64)
         active = run.live_sums(run.prompt_length + run.output_before) + index * sizes
@@ -435,7 +435,7 @@ class LinearTiming:
         if run.role != "decode" and bool(
             (run.output_before < 1).any() or (run.computed < run.prompt_length).any()
         ):
-            return np.array([self.pass_time_ms(run.shape(i)) for i in range(run.passes)])
+            return per_pass_times_ms(self, run)
         sizes = run.batch_sizes()
         index = np.arange(run.passes, dtype=np.int64)
         kv = run.live_sums(run.computed) + (index + 1) * sizes
