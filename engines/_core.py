@@ -307,7 +307,11 @@ class EngineCore:
             # learn the keys that exist (a key never interned cannot be cached)
             contents = self._contents(s)
             if len(keys) < len(contents):
-                self.keyer.known(keys, contents, min(limit, len(contents)))
+                t = s.trace_block
+                e = self.block_size
+                self.keyer.known(
+                    keys, contents, min(limit, len(contents)), t // e if t % e == 0 else 1
+                )
             if len(contents) <= len(keys) < limit:
                 peek = self.keyer.peek
                 e = self.block_size

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
-from operator import itemgetter, not_
 from typing import Literal
 
 import attrs
@@ -199,7 +198,6 @@ class Engine:
     _pass: Pass | None = attrs.field(default=None, init=False, repr=False)
     _wake: asyncio.Event = attrs.field(factory=asyncio.Event, init=False, repr=False)
     _kv_subscribers: list[KVCallback] = attrs.field(factory=list, init=False, repr=False)
-    _published: dict[int, None] = attrs.field(factory=dict, init=False, repr=False)
     _reservations: dict[str, Reservation] = attrs.field(factory=dict, init=False, repr=False)
     _reservation_waiters: dict[str, asyncio.Future[Reservation]] = attrs.field(
         factory=dict, init=False, repr=False
@@ -646,10 +644,8 @@ class Engine:
             if (
                 self.macro_stepping
                 and core.running
-                and not core.waiting
                 and not core.reservations
                 and not self._kv_subscribers
-                and core.role != "prefill"
                 and not journal.wants_token_events
             ):
                 run = plan_run(core, now, self._publish)
@@ -684,32 +680,48 @@ class Engine:
             settled = clock.next_event_ns() != end
 
     def _publish(self, now_ns: int) -> None:
+        """Publish the key transitions of the KV cache made since the last publication.
+
+        What was last published is the cache's key set less the transitions still pending
+        (:meth:`EngineView.prefix_overlap` reads it so), so with nobody subscribed,
+        publishing is forgetting the pending list.
+        """
         transitions = self._core.kv.transitions
         if not transitions:
             return
-        published = self._published
-        subscribers = self._kv_subscribers
-        if not subscribers and True not in map(not_, map(itemgetter(0), transitions)):
-            # only keys stored, nobody to tell: one bulk update
-            published.update(dict.fromkeys(map(itemgetter(1), transitions)))
+        if not self._kv_subscribers:
             transitions.clear()
             return
+        # published before anyone is told, so a subscriber reading a view sees all of it
+        pending = transitions[:]
+        transitions.clear()
         run_kind: bool | None = None
         run: list[int] = []
-        for stored, key in transitions:
-            if stored:
-                published[key] = None
-            else:
-                published.pop(key, None)
-            if subscribers:
-                if stored is not run_kind and run:
-                    self._emit(now_ns, bool(run_kind), run)
-                    run = []
-                run_kind = stored
-                run.append(key)
-        transitions.clear()
+        for stored, key in pending:
+            if stored is not run_kind and run:
+                self._emit(now_ns, bool(run_kind), run)
+                run = []
+            run_kind = stored
+            run.append(key)
         if run:
             self._emit(now_ns, bool(run_kind), run)
+
+    def _published_keys(self) -> Callable[[int], bool]:
+        """Return a test of whether a key was cached as of the last publication."""
+        cache = self._core.kv.cache
+        pending = self._core.kv.transitions
+        if not pending:
+            return cache.__contains__
+        # a key's state before its first pending transition is its published state
+        before: dict[int, bool] = {}
+        for stored, key in pending:
+            before.setdefault(key, not stored)
+
+        def published(key: int) -> bool:
+            was = before.get(key)
+            return key in cache if was is None else was
+
+        return published
 
     def _emit(self, now_ns: int, stored: bool, keys: list[int]) -> None:
         event = KVEvent(now_ns, self.index, "stored" if stored else "removed", tuple(keys))
@@ -801,10 +813,10 @@ class EngineView:
         flight are not visible yet.
         """
         self._engine._sync()
-        published = self._engine._published
+        published = self._engine._published_keys()
         n = 0
         for key in block_keys:
-            if key not in published:
+            if not published(key):
                 break
             n += 1
         return n

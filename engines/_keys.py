@@ -134,6 +134,12 @@ class BlockKeyer:
     _donors: dict[tuple[int, tuple[str, object]], tuple[int, npt.NDArray[np.int64], list[int]]] = (
         attrs.field(factory=dict, init=False, repr=False)
     )
+    # blocks per content id -> (packed parent and content id of the first block of a content
+    # id's blocks) -> the keys of those blocks: the first of them when they are consecutive,
+    # else all of them; filled by known's walks (see known)
+    _spans: dict[int, dict[int, int | tuple[int, ...]]] = attrs.field(
+        factory=dict, init=False, repr=False
+    )
 
     def __len__(self) -> int:
         """The number of distinct keys interned so far."""
@@ -201,17 +207,67 @@ class BlockKeyer:
         table.update(zip(pairs, fresh, strict=True))
         keys.extend(fresh)
 
-    def known(self, keys: list[int], contents: Sequence[Content], stop: int) -> None:
+    def known(
+        self, keys: list[int], contents: Sequence[Content], stop: int, per_id: int = 1
+    ) -> None:
         """Append the keys of blocks ``len(keys) ..`` while they were interned before.
 
         Like :meth:`extend` with :meth:`peek`: stops before block ``stop`` or at the first
         block whose key was never interned; interns nothing.
+
+        Args:
+            keys: the keys of blocks ``0 .. len(keys) - 1``, extended in place.
+            contents: block contents, indexed by block (at least ``stop`` of them).
+            stop: the block to stop before.
+            per_id: ``T / E`` when every content id covers that many whole blocks (blocks
+                ``m * per_id ..`` all hold id ``m``); the walk then steps over a content
+                id's blocks at once once it has walked them before.
         """
         table = self._keys
         parent = keys[-1] if keys else ROOT_KEY
         append = keys.append
-        for j in range(len(keys), stop):
-            content = contents[j]
+        j = len(keys)
+        if per_id > 1:
+            spans = self._spans.setdefault(per_id, {})
+            while j < stop:
+                content = contents[j]
+                if j % per_id == 0 and type(content) is int:
+                    span = spans.get((parent << 64) | (content & _MASK64))
+                    if span is not None:
+                        take = min(per_id, stop - j)
+                        if type(span) is int:
+                            keys.extend(range(span, span + take))
+                        else:
+                            keys.extend(span[:take])  # type: ignore[index]
+                        parent = keys[-1]
+                        j += take
+                        continue
+                pair = (
+                    (parent << 64) | (content & _MASK64)
+                    if type(content) is int
+                    else (parent, content)
+                )
+                key = table.get(pair)
+                if key is None:
+                    return
+                append(key)
+                parent = key
+                j += 1
+                if j % per_id == 0:
+                    # a content id's blocks walked: remember them as one step
+                    first = j - per_id
+                    head = contents[first]
+                    if type(head) is int:
+                        span_keys = keys[first:j]
+                        before = keys[first - 1] if first else ROOT_KEY
+                        k0 = span_keys[0]
+                        consecutive = span_keys == list(range(k0, k0 + per_id))
+                        spans[(before << 64) | (head & _MASK64)] = (
+                            k0 if consecutive else tuple(span_keys)
+                        )
+            return
+        for i in range(j, stop):
+            content = contents[i]
             pair = (
                 (parent << 64) | (content & _MASK64) if type(content) is int else (parent, content)
             )

@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable
-from itertools import repeat
+from itertools import compress, repeat
+from operator import not_, sub
 
 from simclock import InternalError
 
@@ -293,11 +294,18 @@ class KVCache:
             ones = refs.count(1)
             if ones != count and 0 not in refs:
                 # shared blocks lose one reference; the others are freed below, in bulk
-                shared = [b for b, r in zip(blocks, refs, strict=True) if r > 1]
-                _consume(map(ref.__setitem__, shared, [r - 1 for r in refs if r > 1]))
+                single = list(map((1).__eq__, refs))
+                shared = list(map(not_, single))
+                _consume(
+                    map(
+                        ref.__setitem__,
+                        compress(blocks, shared),
+                        map(sub, compress(refs, shared), repeat(1)),
+                    )
+                )
                 if not ones:
                     return
-                blocks = [b for b, r in zip(blocks, refs, strict=True) if r == 1]
+                blocks = list(compress(blocks, single))
                 count = ones
                 refs = [1] * ones
             if refs.count(1) == count and count > 1:

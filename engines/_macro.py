@@ -10,6 +10,11 @@ plans such a run in one step — the pass instants from the timing model in one 
 applies it lazily: :meth:`MacroRun.advance` brings the engine's state to exactly what the
 per-pass engine holds at a given instant, whenever something looks at it.
 
+The same holds with one running request that has prompt work left, last in running order:
+each pass gives it what the decode steps leave of the token budget. While the rest of its
+prompt exceeds that share nobody waiting can be admitted, and with nobody waiting the pass of
+its last chunk is determined too (:meth:`MacroRun._plan_chunk`).
+
 Same-instant rules this relies on (REFERENCE-engine §3.1, made explicit by
 :class:`simclock.Deadline`): a pass that ends at ``t`` commits before anything else runs at
 ``t``; the next pass starts at the engine's instant-end turn at ``t``. So at ``t`` an observer
@@ -34,6 +39,9 @@ import numpy as np
 
 from simclock import InternalError
 
+from ._core import RUNNING, Pass
+from ._exceptions import PassTimingError
+from ._journal import EventKind
 from ._pass import DecodeRun, decode_run_times_ms
 from ._tokentimes import arithmetic_runs
 
@@ -49,7 +57,8 @@ _NO_HITS: list[int] = []
 
 
 class MacroRun:
-    """A planned run of steady decode passes of one engine, applied lazily.
+    """A planned run of steady decode passes of one engine (and, possibly, the chunks of one
+    prompt), applied lazily.
 
     State: ``scheduled`` passes have had their schedule phase applied (KV blocks, keys,
     ``num_computed``, pass counters), ``committed`` passes their commit phase (tokens,
@@ -69,6 +78,8 @@ class MacroRun:
         "_batch",
         "_busy",
         "_c0",
+        "_chunk",
+        "_chunk_ends",
         "_core",
         "_events",
         "_finishes",
@@ -95,6 +106,8 @@ class MacroRun:
         busy: list[int],
         events: list[tuple[int, int]],
         finishes: list[int],
+        chunk: Seq | None = None,
+        chunk_ends: list[int] | None = None,
     ) -> None:
         self._core = core
         self._publish = publish
@@ -102,7 +115,10 @@ class MacroRun:
         self._seqs = seqs
         self._c0 = [s.num_computed for s in seqs]
         self._out0 = [s.num_output for s in seqs]
-        self._batch = list(range(len(seqs)))
+        # the decode steps; a prompt chunk, when there is one, is the last of ``seqs``
+        self._batch = list(range(len(seqs) - (chunk is not None)))
+        self._chunk = chunk
+        self._chunk_ends = chunk_ends
         self.starts = starts
         self.ends = ends
         self._busy = busy
@@ -121,14 +137,18 @@ class MacroRun:
     def plan(cls, core: EngineCore, now_ns: int, publish: Callable[[int], None]) -> MacroRun | None:
         """Plan a run starting at ``now_ns`` and schedule its first pass, or return ``None``.
 
-        The caller has checked that nothing waits and no reservation is queued. A run needs
-        every running request in a steady decode step, at least :data:`MIN_RUN_PASSES`
-        passes of positive, finite duration, and free blocks for every block its steps start
-        (frees by finishing requests are not counted on).
+        A run with a prompt chunk is planned by :meth:`_plan_chunk`. Otherwise a run needs no
+        reservation queued, nothing waiting, every running request in a steady decode step,
+        at least :data:`MIN_RUN_PASSES` passes of positive, finite duration, and free blocks
+        for every block its steps start (frees by finishing requests are not counted on).
         """
         running = core.running
         k = len(running)
-        if not k or k > core._max_tokens:
+        if not k or k > core._max_tokens or core.reservations:
+            return None
+        if running[-1].pf and core.role != "decode":
+            return cls._plan_chunk(core, now_ns, publish)
+        if core.waiting:
             return None
         e = core.block_size
         # the cheap checks first, with list operations: an engine in the middle of a prompt
@@ -229,6 +249,145 @@ class MacroRun:
         plan._schedule(1)
         return plan
 
+    @classmethod
+    def _plan_chunk(
+        cls, core: EngineCore, now_ns: int, publish: Callable[[int], None]
+    ) -> MacroRun | None:
+        """Plan a run in which every running request but the last takes a decode step and the
+        last one a chunk of its prompt work: the budget the decode steps leave.
+
+        The run lasts while that chunk is all the budget left, so no waiting request can be
+        admitted; with nothing waiting it also takes the pass of the last chunk (the request
+        samples, or on a prefill engine hands off, at its end). Each pass is priced by the
+        timing model on its own (a run holds one pass per budget's worth of prompt).
+        """
+        if core.journal.wants(EventKind.PREFILL_CHUNK):  # recorded at every pass start
+            return None
+        running = core.running
+        k = len(running)
+        chunk = running[-1]
+        budget = core._max_tokens
+        rem = chunk.prompt + chunk.num_output - chunk.num_computed
+        waiting = bool(core.waiting)
+        # every share is at least budget - (k - 1): too little prompt work for a run
+        if rem <= (MIN_RUN_PASSES - 1 + waiting) * (budget - k + 1):
+            return None
+        decodes = running[:-1]
+        kd = k - 1
+        out0 = [r.num_output for r in decodes]
+        c0 = [r.num_computed for r in decodes]
+        prompts = [r.prompt for r in decodes]
+        if kd and (
+            0 in out0
+            or [r.pf for r in decodes].count(0) != kd
+            or list(map(sub, map(add, prompts, out0), c0)).count(1) != kd
+        ):
+            return None
+        remaining = [r.target - r.num_output for r in decodes]
+        ordered = sorted(remaining)
+        # the chunk of each pass: the budget left by the decode steps still in the batch
+        shares: list[int] = []
+        final = False
+        i = 0
+        while True:
+            share = budget - (kd - bisect_right(ordered, i))
+            if rem > share:
+                shares.append(share)
+                rem -= share
+                i += 1
+            else:
+                if not waiting:
+                    shares.append(rem)
+                    final = True
+                break
+        passes = len(shares)
+        if passes < MIN_RUN_PASSES:
+            return None
+        e = core.block_size
+        caching = core.caching
+        events: list[tuple[int, int]] = []
+        allocs: list[int] = []
+        for j, r in enumerate(decodes):
+            c = c0[j]
+            limit = min(remaining[j], passes)
+            held = len(r.blocks)
+            i = held * e - c
+            while i < limit:
+                events.append((i, j))
+                allocs.append(i)
+                held += 1
+                i = held * e - c
+            if caching:
+                keyed = r.nkeyed
+                i = max(0, (keyed + 1) * e - c - 1)
+                while i < limit:
+                    events.append((i, j))
+                    keyed = (c + i + 1) // e
+                    i = (keyed + 1) * e - c - 1
+        chunk_ends = list(accumulate(shares, initial=chunk.num_computed))
+        held = len(chunk.blocks)
+        for i in range(passes):
+            events.append((i, kd))
+            need = -(-chunk_ends[i + 1] // e) - held
+            if need > 0:
+                allocs.extend([i] * need)
+                held += need
+        free = core.kv.free_count
+        if len(allocs) > free:
+            allocs.sort()
+            passes = min(passes, allocs[free])
+        # each pass priced as the per-pass engine prices it; a failure or a duration that
+        # is not positive is left to the per-pass engine
+        busy: list[int] = []
+        sampling = core.role == "prefill" or chunk.target > 0
+        for i in range(passes):
+            live = [j for j in range(kd) if remaining[j] > i]
+            entries = [decodes[j] for j in live]
+            entries.append(chunk)
+            sample = final and i == len(shares) - 1 and sampling
+            plan = Pass(
+                now_ns,
+                entries,
+                [*[1] * len(live), shares[i]],
+                [*[c0[j] + i for j in live], chunk_ends[i]],
+                [*[out0[j] + i for j in live], chunk.num_output],
+            )
+            try:
+                duration = core._duration_ns(
+                    plan, [*[prompts[j] for j in live], chunk.prompt], [*[True] * len(live), sample]
+                )
+            except PassTimingError:
+                break
+            if duration <= 0:
+                break
+            busy.append(duration)
+        passes = len(busy)
+        if passes < MIN_RUN_PASSES:
+            return None
+        ends = list(accumulate(busy, initial=now_ns))
+        starts = ends[:-1]
+        del ends[0]
+        events.sort()
+        if events[-1][0] >= passes:
+            del events[bisect_left(events, (passes, -1)) :]
+        marked = {d - 1 for d in remaining if d <= passes}
+        if final and passes == len(shares):
+            marked.add(passes - 1)
+        run = cls(
+            core,
+            publish,
+            [*decodes, chunk],
+            starts,
+            ends,
+            list(accumulate(busy, initial=0)),
+            events,
+            sorted(marked),
+            chunk,
+            chunk_ends[1:],
+        )
+        run._schedule(1)
+        return run
+
     # -- queries -------------------------------------------------------------------------------
 
     def next_wake_ns(self) -> int:
@@ -315,7 +474,7 @@ class MacroRun:
         next pass start, keeping the pass in flight, and drop requests that left."""
         self.passes = max(self.scheduled, self.committed)
         seqs = self._seqs
-        self._batch = [j for j in self._batch if seqs[j].state == "running"]
+        self._batch = [j for j in self._batch if seqs[j].state == RUNNING]
 
     def _finish_at_or_after(self, first: int) -> int:
         finishes = self._finishes
@@ -336,13 +495,28 @@ class MacroRun:
             seqs = self._seqs
             c0 = self._c0
             out0 = self._out0
+            chunk = self._chunk
+            chunk_ends = self._chunk_ends or []
             while n < len(events):
                 i, j = events[n]
                 if i >= stop:
                     break
                 n += 1
                 s = seqs[j]
-                if s.state != "running":
+                if s.state != RUNNING:
+                    continue
+                if s is chunk:
+                    # the prompt chunk: the per-pass engine's running loop, for its entry
+                    end = chunk_ends[i]
+                    blocks = s.blocks
+                    if end > len(blocks) * e and not kv.allocate(
+                        blocks, _NO_HITS, -(-end // e) - len(blocks)
+                    ):
+                        raise InternalError(f"macro-step could not allocate a chunk of {s.rid!r}")
+                    if caching and end // e > s.nkeyed:
+                        core._cache_full(s, end)
+                    s.num_computed = end
+                    core._refresh(s)
                     continue
                 end = c0[j] + i + 1
                 blocks = s.blocks
@@ -386,6 +560,16 @@ class MacroRun:
         core = self._core
         seqs = self._seqs
         entries = [seqs[j] for j in self._batch]
-        core.commit_steady_pass(entries, self.ends[i])
-        self._batch = [j for j in self._batch if seqs[j].state == "running"]
+        chunk = self._chunk
+        if chunk is None:
+            core.commit_steady_pass(entries, self.ends[i])
+        else:
+            # a pass with a prompt chunk: the per-pass engine commits it with its general
+            # loop (the chunk samples, or hands off, in the last pass of its prompt)
+            if chunk.state == RUNNING:
+                entries.append(chunk)
+            plan = Pass(self.starts[i], entries, [], [], [])
+            plan.end_ns = self.ends[i]
+            core.commit(plan)
+        self._batch = [j for j in self._batch if seqs[j].state == RUNNING]
         self.committed = i + 1

@@ -581,6 +581,11 @@ def _collector_paused() -> Iterator[None]:
         yield
     finally:
         if was_enabled:
+            # The run's objects are all in the youngest generation (no collection ran): move
+            # them to the oldest in one step, so that re-enabling does not scan them all at
+            # the next allocation. They stay collectable by the next full collection.
+            gc.freeze()
+            gc.unfreeze()
             gc.enable()
 
 

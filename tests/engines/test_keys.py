@@ -129,3 +129,39 @@ def test_extend_interns_in_block_order_and_known_interns_nothing() -> None:
     keyer.known(probe, [5, 5, 7, 8], 4)
     assert probe == [1, 2]  # (2, 7) was never interned: stop there
     assert len(keyer) == 3
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    per_id=st.sampled_from([2, 4, 8]),
+    prompts=st.lists(
+        st.lists(st.integers(0, 3), min_size=1, max_size=8), min_size=1, max_size=12
+    ),
+    starts=st.lists(st.integers(0, 40), min_size=12, max_size=12),
+    stops=st.lists(st.integers(0, 70), min_size=12, max_size=12),
+)
+def test_known_steps_over_whole_content_ids_with_the_same_keys(
+    per_id: int, prompts: list[list[int]], starts: list[int], stops: list[int]
+) -> None:
+    """Walking a content id's blocks at once (per_id > 1) finds exactly the keys the
+    block-by-block walk finds, from any starting block and to any stop."""
+    keyer = BlockKeyer()
+    for i, ids in enumerate(prompts):
+        contents = [c for c in ids for _ in range(per_id)]
+        fast: list[int] = []
+        keyer.known(fast, contents, len(contents), per_id)
+        slow: list[int] = []
+        keyer.known(slow, contents, len(contents))
+        assert fast == slow
+        # resume from a known prefix and stop anywhere
+        start = min(starts[i], len(slow))
+        stop = min(stops[i], len(contents))
+        fast = slow[:start]
+        keyer.known(fast, contents, stop, per_id)
+        again = slow[:start]
+        keyer.known(again, contents, stop)
+        assert fast == again
+        # half of the prompts are interned, so later walks find keys
+        if i % 2 == 0:
+            keys: list[int] = []
+            keyer.extend(keys, contents, len(contents))

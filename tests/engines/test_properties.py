@@ -2,17 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import math
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import simclock
 from engines import BlockKeyer, Engine, EngineConfig, FixedTiming, Journal, KVEvent
 from engines._core import EngineCore, Seq
 from engines._timing import LinearTiming
 from loadgen import Request
 
-from .asim import run_engines
+from .asim import drive, run_engines
 from .sim import MS, req, simulate
 
 
@@ -189,6 +191,10 @@ def test_a_router_index_fed_by_kv_events_mirrors_the_cache_at_pass_ends(
     config, requests = scenario
     e = Engine(0, config, TIMING, keyer=BlockKeyer(), journal=Journal())
     index: set[int] = set()
+    seen: set[int] = set()
+
+    def published(keys: set[int]) -> set[int]:
+        return {k for k in keys if e.view.prefix_overlap([k]) == 1}
 
     def apply(event: KVEvent) -> None:
         for key in event.block_keys:
@@ -197,7 +203,48 @@ def test_a_router_index_fed_by_kv_events_mirrors_the_cache_at_pass_ends(
                 index.add(key)
             else:
                 index.remove(key)
+        seen.update(event.block_keys)
 
     e.subscribe_kv(apply)
     run_engines([e], requests)
-    assert index == set(e._core.kv.cache) == set(e._published)
+    assert index == set(e._core.kv.cache) == published(seen)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    scenario=scenarios(),
+    instants_ms=st.lists(st.integers(min_value=0, max_value=3_000), min_size=1, max_size=12),
+)
+def test_prefix_overlap_at_any_instant_agrees_with_the_kv_events_told_so_far(
+    scenario: tuple[EngineConfig, list[Request]], instants_ms: list[int]
+) -> None:
+    """A view computes "last published" from the cache and the changes still in flight; an
+    index kept from the events themselves is the reference."""
+    config, requests = scenario
+    e = Engine(0, config, TIMING, keyer=BlockKeyer(), journal=Journal())
+    index: set[int] = set()
+    seen: set[int] = set()
+
+    def apply(event: KVEvent) -> None:
+        for key in event.block_keys:
+            (index.add if event.kind == "stored" else index.remove)(key)
+        seen.update(event.block_keys)
+
+    e.subscribe_kv(apply)
+    checked: list[int] = []
+
+    async def sample() -> None:
+        for t in sorted(set(instants_ms)):
+            await simclock.sleep_until_ns(t * MS, waiter="sampler")
+            keys = seen | set(e._core.kv.cache)
+            shown = {k for k in keys if e.view.prefix_overlap([k]) == 1}
+            assert shown == index
+            checked.append(t)
+
+    async def main() -> None:
+        sampler = asyncio.get_running_loop().create_task(sample())
+        await drive([e], requests)
+        await sampler
+
+    simclock.run(main())
+    assert checked == sorted(set(instants_ms))

@@ -309,3 +309,98 @@ def test_a_stop_inside_a_run_sees_the_same_state() -> None:
         states[stepping] = seen
     assert states["macro"] == states["pass"]
     assert attrs.asdict(states["macro"][3][1])["in_pass"] is True
+
+
+@st.composite
+def chunk_scenarios(draw: st.DrawFn) -> dict[str, Any]:
+    """Long prompts against a small budget: prompt chunks next to decode steps, with and
+    without requests waiting behind them, and KV pressure."""
+    count = draw(st.integers(1, 8))
+    requests = [
+        req(
+            f"r{i}",
+            prompt=draw(st.integers(1, 3000)),
+            output=draw(st.integers(0, 80)),
+            at_ms=float(draw(st.integers(0, 600))),
+            ids=[100 * (i % 2) + k for k in range(60)] if draw(st.booleans()) else None,
+            conversation=f"c{i % 2}",
+        )
+        for i in range(count)
+    ]
+    config = EngineConfig(
+        num_blocks=draw(st.sampled_from([50, 120, 2000])),
+        block_size=64,
+        max_num_batched_tokens=draw(st.sampled_from([16, 64, 200, 512])),
+        max_num_seqs=draw(st.sampled_from([2, 3, 256])),
+        enable_chunked_prefill=True,
+        enable_prefix_caching=draw(st.booleans()),
+        watermark_fraction=draw(st.sampled_from([0.0, 0.1])),
+    )
+    return {
+        "requests": requests,
+        "config": config,
+        "workers": draw(st.integers(1, 2)),
+        "timing": draw(st.integers(0, len(TIMINGS) - 1)),
+        "policy": draw(st.integers(0, len(POLICIES) - 1)),
+    }
+
+
+@settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(chunk_scenarios())
+def test_runs_with_prompt_chunks_match_per_pass_steps(scenario: dict[str, Any]) -> None:
+    topology = Aggregated(
+        workers=scenario["workers"],
+        engine=scenario["config"],
+        timing=TIMINGS[scenario["timing"]](),
+    )
+    assert_same(workload(scenario["requests"]), POLICIES[scenario["policy"]], topology=topology)
+
+
+@pytest.mark.parametrize("waiting", [False, True])
+def test_a_long_prompt_is_chunked_in_one_run(waiting: bool) -> None:
+    # one long prompt against a 64-token budget, decodes beside it, and (or not) requests
+    # waiting behind it; the Watcher samples views inside the run
+    requests = [req("d0", prompt=100, output=400, at_ms=0.0)]
+    requests.append(req("long", prompt=6000, output=20, at_ms=30.0))
+    if waiting:
+        requests += [req(f"w{i}", prompt=300, output=5, at_ms=40.0 + i) for i in range(2)]
+    topology = Aggregated(
+        workers=1,
+        engine=EngineConfig(num_blocks=2000, block_size=64, max_num_batched_tokens=64),
+        timing=FixedTiming(prefill_ms=20.0, decode_ms=10.0),
+    )
+    assert_same(workload(requests), Watcher, topology=topology)
+    session = ReplaySession.build(
+        workload(requests), topology=topology, policy=RoundRobin(), history=False
+    )
+    result = session.run()
+    passes = sum(e.passes for e in result.meta.engines)
+    assert passes > 90  # 6,000 positions, at most 64 a pass
+    assert result.meta.events_processed * 3 < passes
+
+
+@pytest.mark.parametrize("policy", ["round_robin", "kv_aware"])
+def test_prefill_engines_chunk_long_prompts_in_runs(policy: str) -> None:
+    from replay import Disaggregated, KVLink
+
+    rng = np.random.default_rng(11)
+    requests = [
+        req(
+            f"r{i}",
+            prompt=int(rng.integers(200, 4000)),
+            output=int(rng.integers(1, 40)),
+            at_ms=float(rng.integers(0, 500)),
+            ids=list(range(3, 70)) if i % 3 == 0 else None,
+        )
+        for i in range(10)
+    ]
+    topology = Disaggregated(
+        prefill_workers=1,
+        decode_workers=2,
+        prefill_engine=EngineConfig(num_blocks=600, block_size=64, max_num_batched_tokens=128),
+        decode_engine=EngineConfig(num_blocks=600, block_size=64),
+        prefill_timing=LinearTiming(c0=4.0, c_p=0.02, c_d=0.3, c_kv=0.0001),
+        decode_timing=FixedTiming(prefill_ms=30.0, decode_ms=10.0),
+        link=KVLink(kv_bytes_per_token=262144.0, bandwidth_gbps=50.0),
+    )
+    assert_same(workload(requests), lambda: pd_policy(policy), topology=topology)
