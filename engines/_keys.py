@@ -28,6 +28,15 @@ ROOT_KEY = 0
 
 _MASK64 = (1 << 64) - 1
 
+#: Requests whose prompt keys :meth:`BlockKeyer.block_keys` keeps (the newest ones asked
+#: about): a policy asks, then the engine that takes the request; keys are recomputed, the
+#: same, for a request asked about again after that.
+MEMO_LIMIT = 4096
+
+#: Donor tags :meth:`BlockKeyer.remember` keeps (the most recently remembered): donors only
+#: save work, keys never depend on them.
+DONOR_LIMIT = 65536
+
 #: A block's content: a bare content id, or a run-length tuple of ``(id, count)`` prompt runs
 #: and ``(request_id, first_output_index, count)`` output runs.
 Content = int | tuple[tuple[object, ...], ...]
@@ -302,8 +311,12 @@ class BlockKeyer:
         if full == 0 or not request.hash_ids.size:
             return
         donor = (request.block_size, request.hash_ids, list(keys[:full]))
+        donors = self._donors
         for tag in self._donor_tags(request):
-            self._donors[(block_size, tag)] = donor
+            donors.pop((block_size, tag), None)  # the newest donor goes last
+            donors[(block_size, tag)] = donor
+        while len(donors) > DONOR_LIMIT:  # the least recently remembered tags go first
+            del donors[next(iter(donors))]
 
     def shared_prefix(self, request: Request, block_size: int) -> list[int]:
         """Return the keys of the leading full prompt blocks a remembered request shares.
@@ -366,5 +379,8 @@ class BlockKeyer:
         self.extend(keys, contents, len(contents))
         self.remember(request, block_size, keys)
         result = tuple(keys)
-        self._memo[(request.id, block_size)] = (request, result)
+        memo = self._memo
+        memo[(request.id, block_size)] = (request, result)
+        if len(memo) > MEMO_LIMIT:  # the oldest request asked about goes first
+            del memo[next(iter(memo))]
         return result

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -165,3 +166,25 @@ def test_known_steps_over_whole_content_ids_with_the_same_keys(
         if i % 2 == 0:
             keys: list[int] = []
             keyer.extend(keys, contents, len(contents))
+
+
+def test_the_keyer_keeps_a_bounded_number_of_requests_and_donors(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from engines import _keys
+
+    monkeypatch.setattr(_keys, "MEMO_LIMIT", 3)
+    monkeypatch.setattr(_keys, "DONOR_LIMIT", 2)
+    keyer = BlockKeyer()
+    requests = [
+        req(f"r{i}", 256, 1, hash_ids=[i % 2, 10 + i, 20 + i, 30 + i], trace_block=64)
+        for i in range(6)
+    ]
+    first = [keyer.block_keys(r, 64) for r in requests]
+    assert len(keyer._memo) == 3
+    assert len(keyer._donors) == 2
+    # asked again after being forgotten: the same keys, from the table
+    again = [keyer.block_keys(r, 64) for r in requests]
+    assert again == first
+    fresh = BlockKeyer()
+    assert [fresh.block_keys(r, 64) for r in requests] == first
