@@ -291,7 +291,11 @@ class EngineCore:
         keys = s.keys
         contents = self._contents(s)
         if len(keys) < len(contents):
-            self.keyer.extend(keys, contents, min(stop, len(contents)))
+            t = s.trace_block
+            e = self.block_size
+            self.keyer.extend(
+                keys, contents, min(stop, len(contents)), t // e if t % e == 0 else 1
+            )
         keyer = self.keyer
         for j in range(len(keys), stop):  # blocks holding output positions
             parent = keys[j - 1] if j else ROOT_KEY

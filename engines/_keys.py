@@ -173,13 +173,17 @@ class BlockKeyer:
         pair = (parent << 64) | (content & _MASK64) if type(content) is int else (parent, content)
         return self._keys.get(pair)
 
-    def extend(self, keys: list[int], contents: Sequence[Content], stop: int) -> None:
+    def extend(
+        self, keys: list[int], contents: Sequence[Content], stop: int, per_id: int = 1
+    ) -> None:
         """Intern the chained keys of blocks ``len(keys) .. stop - 1`` and append them.
 
         Args:
             keys: the keys of blocks ``0 .. len(keys) - 1``, extended in place.
             contents: block contents, indexed by block (at least ``stop`` of them).
             stop: the number of keys ``keys`` holds afterwards.
+            per_id: as for :meth:`known`: the content ids whose blocks are all new are
+                remembered for its walks.
         """
         table = self._keys
         parent = keys[-1] if keys else ROOT_KEY
@@ -204,7 +208,7 @@ class BlockKeyer:
         fresh = range(first, first + stop - j)
         part = contents[j:stop]
         parents = [parent, *fresh[:-1]]
-        if all(type(c) is int for c in part):
+        if set(map(type, part)) == {int}:
             pairs: list[int | tuple[int, Content]] = list(
                 map(or_, map(lshift, parents, repeat(64)), map(and_, part, repeat(_MASK64)))
             )
@@ -215,6 +219,14 @@ class BlockKeyer:
             ]
         table.update(zip(pairs, fresh, strict=True))
         keys.extend(fresh)
+        if per_id > 1:
+            # whole content ids among the new blocks: their keys are consecutive
+            spans = self._spans.setdefault(per_id, {})
+            for a in range(-(-j // per_id) * per_id, stop - per_id + 1, per_id):
+                head = contents[a]
+                if type(head) is int:
+                    before = keys[a - 1] if a else ROOT_KEY
+                    spans[(before << 64) | (head & _MASK64)] = first + a - j
 
     def known(
         self, keys: list[int], contents: Sequence[Content], stop: int, per_id: int = 1
@@ -376,7 +388,8 @@ class BlockKeyer:
             request.hash_ids.tolist(), request.block_size, request.input_length, block_size
         )
         keys = self.shared_prefix(request, block_size)
-        self.extend(keys, contents, len(contents))
+        t = request.block_size
+        self.extend(keys, contents, len(contents), t // block_size if t % block_size == 0 else 1)
         self.remember(request, block_size, keys)
         result = tuple(keys)
         memo = self._memo

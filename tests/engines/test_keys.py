@@ -162,10 +162,14 @@ def test_known_steps_over_whole_content_ids_with_the_same_keys(
         again = slow[:start]
         keyer.known(again, contents, stop)
         assert fast == again
-        # half of the prompts are interned, so later walks find keys
+        # half of the prompts are interned (from a known prefix), so later walks find keys;
+        # interning remembers whole content ids too, and hands out the same keys
         if i % 2 == 0:
-            keys: list[int] = []
-            keyer.extend(keys, contents, len(contents))
+            keys = slow[: starts[i] % (len(slow) + 1)]
+            keyer.extend(keys, contents, len(contents), per_id if i % 4 == 0 else 1)
+            check: list[int] = []
+            keyer.known(check, contents, len(contents))
+            assert check == keys
 
 
 def test_the_keyer_keeps_a_bounded_number_of_requests_and_donors(
