@@ -19,7 +19,14 @@ from simclock import InternalError
 from ._config import EngineConfig
 from ._exceptions import PassTimingError
 from ._journal import EventKind, Journal, LifecycleEvent, RequestTrace
-from ._keys import ROOT_KEY, BlockKeyer, Content, block_content, prompt_contents
+from ._keys import (
+    ROOT_KEY,
+    BlockKeyer,
+    Content,
+    block_content,
+    blocks_per_id,
+    prompt_contents,
+)
 from ._kv import KVCache
 from ._pass import PassShape, TimingModel
 from ._timing import SMALL_PASS_ENTRIES, FixedTiming
@@ -254,7 +261,9 @@ class EngineCore:
         known = self.keyer.cached_block_keys(request, self.block_size)
         if known:
             s.keys = list(known)
-        elif self.caching:
+        elif self.caching and blocks_per_id(request.block_size, self.block_size) == 1:
+            # a block per content id: a donor's keys save walking the shared prefix block
+            # by block (with several blocks per id, the walk steps over whole ids)
             s.keys = self.keyer.shared_prefix(request, self.block_size)
         return s
 
@@ -291,10 +300,11 @@ class EngineCore:
         keys = s.keys
         contents = self._contents(s)
         if len(keys) < len(contents):
-            t = s.trace_block
-            e = self.block_size
             self.keyer.extend(
-                keys, contents, min(stop, len(contents)), t // e if t % e == 0 else 1
+                keys,
+                contents,
+                min(stop, len(contents)),
+                blocks_per_id(s.trace_block, self.block_size),
             )
         keyer = self.keyer
         for j in range(len(keys), stop):  # blocks holding output positions
@@ -311,10 +321,11 @@ class EngineCore:
             # learn the keys that exist (a key never interned cannot be cached)
             contents = self._contents(s)
             if len(keys) < len(contents):
-                t = s.trace_block
-                e = self.block_size
                 self.keyer.known(
-                    keys, contents, min(limit, len(contents)), t // e if t % e == 0 else 1
+                    keys,
+                    contents,
+                    min(limit, len(contents)),
+                    blocks_per_id(s.trace_block, self.block_size),
                 )
             if len(contents) <= len(keys) < limit:
                 peek = self.keyer.peek

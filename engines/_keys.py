@@ -98,6 +98,11 @@ def block_content(
     return tuple(runs)
 
 
+def blocks_per_id(trace_block_size: int, block_size: int) -> int:
+    """``T / E`` when every content id covers that many whole engine blocks, else 1."""
+    return trace_block_size // block_size if trace_block_size % block_size == 0 else 1
+
+
 def prompt_contents(
     hash_ids: Sequence[int], trace_block_size: int, prompt_length: int, block_size: int
 ) -> list[Content]:
@@ -113,9 +118,7 @@ def prompt_contents(
         if per_id == 1:
             same: list[Content] = list(ids)
             return same
-        repeated: list[Content] = np.repeat(np.asarray(ids, dtype=np.int64), per_id)[
-            :full
-        ].tolist()
+        repeated: list[Content] = np.repeat(np.asarray(ids, dtype=np.int64), per_id)[:full].tolist()
         return repeated
     return [
         block_content(hash_ids, trace_block_size, prompt_length, "", k, block_size)
@@ -388,12 +391,11 @@ class BlockKeyer:
             request.hash_ids.tolist(), request.block_size, request.input_length, block_size
         )
         keys = self.shared_prefix(request, block_size)
-        t = request.block_size
-        self.extend(keys, contents, len(contents), t // block_size if t % block_size == 0 else 1)
+        self.extend(keys, contents, len(contents), blocks_per_id(request.block_size, block_size))
         self.remember(request, block_size, keys)
         result = tuple(keys)
-        memo = self._memo
-        memo[(request.id, block_size)] = (request, result)
-        if len(memo) > MEMO_LIMIT:  # the oldest request asked about goes first
-            del memo[next(iter(memo))]
+        kept = self._memo
+        kept[(request.id, block_size)] = (request, result)
+        if len(kept) > MEMO_LIMIT:  # the oldest request asked about goes first
+            del kept[next(iter(kept))]
         return result
