@@ -155,6 +155,49 @@ class ContentInterner:
         self.next_id += int(uniq.size)
         return out
 
+    def intern_local_streams(self, raws: Ids, scopes: Ids, count: int) -> tuple[Ids, Ids]:
+        """Intern a stream of ids that each belong to one of ``count`` fresh local scopes.
+
+        The result equals opening ``count`` local scopes and walking ``raws`` in order,
+        interning each non-negative value into its scope (``scopes[i]``) and taking a
+        private id for each negative one (each negative value must occur once). It runs
+        vectorized: one stable sort of the ``(scope, raw)`` pairs, then ranks by first
+        appearance, as :meth:`_intern_dense` does.
+
+        Args:
+            raws: the stream, in interning order.
+            scopes: each value's scope, in ``[0, count)``.
+            count: how many scopes.
+
+        Returns:
+            The interned ids (same shape as ``raws``) and how many fresh ids each scope
+            took.
+        """
+        size = int(raws.size)
+        if size == 0:
+            return np.empty(0, dtype=np.int64), np.zeros(count, dtype=np.int64)
+        top = int(raws.max())
+        if count * (top + 2) < 2**62:
+            keys = scopes * (top + 1) + raws
+        else:  # large raw ids: rank them first, so the pairs fit in one int64
+            _, codes = np.unique(raws, return_inverse=True)
+            keys = scopes * (int(codes.max()) + 1) + codes.reshape(-1)
+        private = raws < 0
+        keys = np.where(private, -1 - np.arange(size, dtype=np.int64), keys)
+        order = np.argsort(keys, kind="stable")  # equal keys keep their stream order
+        ordered = keys[order]
+        starts = np.ones(size, dtype=np.bool_)
+        starts[1:] = ordered[1:] != ordered[:-1]
+        run = np.cumsum(starts, dtype=np.int64) - 1
+        first = order[starts]  # each run's first position in the stream
+        fresh = np.zeros(size, dtype=np.bool_)
+        fresh[first] = True
+        rank = np.cumsum(fresh, dtype=np.int64) - 1 + self.next_id
+        out = np.empty(size, dtype=np.int64)
+        out[order] = rank[first][run]
+        self.next_id += int(first.size)
+        return out, np.bincount(scopes[first], minlength=count).astype(np.int64)
+
     def local_scope(self) -> LocalScope:
         """Open a scope used by one play only; its table is dropped with it.
 
