@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._columns import after_completion, identities, roots
+from ._delta_fast import delta_content
 from ._fields import collector_paused
 from ._intern import ContentInterner
 from ._limits import MAX_INSTANT_MS, MAX_TOKENS
@@ -183,8 +184,9 @@ def _read(
     )
     if prompts is None or outputs is None or stamps is None or delays is None:
         return None
-    if sessions is None or (delta and any(s is not None for s in sessions)):
+    if sessions is None:
         return None
+    merging = delta and any(s is not None for s in sessions)
     hash_lists = [v.get("hash_ids") for v in values]
     if set(map(type, hash_lists)) != {list}:
         return None
@@ -204,12 +206,23 @@ def _read(
     rules, identities, ignored = arrivals
     keep = np.minimum(counts, need)
     tail = counts < need
-    content = _content(ids, f"global:{src}", raw, counts, keep, tail)
-    ends = np.cumsum(keep + tail).tolist()
+    scope = f"global:{src}"
+    lengths = prompts
+    if merging:
+        merged = delta_content(
+            ids, scope, request_ids, sessions, raw, counts, keep, tail, prompts, outputs, block
+        )
+        if merged is None:
+            return None
+        content, row_ends, lengths = merged
+        ends = row_ends.tolist()
+    else:
+        content = _content(ids, scope, raw, counts, keep, tail)
+        ends = np.cumsum(keep + tail).tolist()
     starts = [0, *ends[:-1]]
     requests = requests_from_columns(
         request_ids,
-        prompts.tolist(),
+        lengths.tolist(),
         outputs.tolist(),
         block,
         [content[start:end] for start, end in zip(starts, ends, strict=True)],
