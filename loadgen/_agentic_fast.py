@@ -358,17 +358,26 @@ def _content(
     ``tail[i]``; ids are interned per play, in play order.
     """
     rows = counts.size
-    row_of = np.repeat(np.arange(rows, dtype=np.int64), counts)
-    starts_in = np.cumsum(counts) - counts
     sizes = keep + tail
-    starts_out = np.cumsum(sizes) - sizes
-    position = np.arange(raw.size, dtype=np.int64) - starts_in[row_of]
-    kept = position < keep[row_of]
-    stream = np.empty(int(sizes.sum()), dtype=np.int64)
-    stream[(starts_out[row_of] + position)[kept]] = raw[kept]
-    tails = np.flatnonzero(tail)
-    stream[starts_out[tails] + keep[tails]] = -1 - tails  # one distinct private per row
+    if not tail.any() and bool((keep == counts).all()):
+        stream = raw  # nothing to cut or add: the ids as read
+    else:
+        row_of = np.repeat(np.arange(rows, dtype=np.int64), counts)
+        starts_in = np.cumsum(counts) - counts
+        starts_out = np.cumsum(sizes) - sizes
+        position = np.arange(raw.size, dtype=np.int64) - starts_in[row_of]
+        kept = position < keep[row_of]
+        stream = np.empty(int(sizes.sum()), dtype=np.int64)
+        stream[(starts_out[row_of] + position)[kept]] = raw[kept]
+        tails = np.flatnonzero(tail)
+        stream[starts_out[tails] + keep[tails]] = -1 - tails  # one distinct private per row
+    element_play = np.repeat(play, sizes)
+    if rows < 2 or bool((play[1:] >= play[:-1]).all()):  # plays lie in file order
+        interned, fresh = ids.intern_local_streams(stream, element_play, play_count)
+        interned.flags.writeable = False
+        return interned, fresh
     # The stream in play order: rows sorted by play (stable keeps file order).
+    starts_out = np.cumsum(sizes) - sizes
     order = np.argsort(play, kind="stable")
     sizes_in_order = sizes[order]
     starts_in_order = np.cumsum(sizes_in_order) - sizes_in_order
