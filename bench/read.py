@@ -9,6 +9,10 @@ timed read starts from the same heap: the garbage collector has just run and no 
 result is alive (a larger heap makes the collector run less often, which flatters readers
 that allocate while it is on).
 
+Every other case also reads the plain Mooncake trace in the same rounds (interleaved, not
+checked against anything), so that ``x moon`` compares CPU per content id with the
+Mooncake reader measured under the same load: above 1.0 is more per content id.
+
 ``--baseline DIR`` adds a third column: the ``loadgen`` package found in ``DIR`` (for
 example a checkout of an earlier commit), read the same way and compared the same way.
 
@@ -298,26 +302,30 @@ def main(argv: list[str] | None = None) -> int:
     ]
     header = (
         f"{'case':<18} {'rows':>7} {'ids':>10} {'new s':>8} {'ref s':>8} {'x ref':>6}"
-        f" {'base s':>8} {'x base':>7} {'ns/id':>7}"
+        f" {'base s':>8} {'x base':>7} {'ns/id':>7} {'x moon':>7}"
     )
     print(header)
     print("-" * len(header))
     for name, path, new, ref, old in cases:
         if args.only and name not in args.only:
             continue
-        readers = {"new": new, "ref": ref, "base": old}
+        moon = None if name in ("mooncake", "weka") else loadgen.read_mooncake
+        readers = {"new": new, "ref": ref, "base": old, "moon": moon}
         times: dict[str, list[float]] = {k: [] for k, r in readers.items() if r is not None}
         prints: dict[str, Any] = {}
         counts = (0, 0)  # rows and content ids of the new reading
+        moon_ids = 0
         repeat = 1 if name == "weka" else args.repeat
         for round_ in range(repeat + (name != "weka")):
             for key, read in readers.items():  # interleaved
                 if read is None:
                     continue
-                seconds, result = _cpu(read, path)
+                seconds, result = _cpu(read, mooncake if key == "moon" else path)
                 if round_ or name == "weka":  # the first round warms up, untimed
                     times[key].append(seconds)
-                if key not in prints:
+                if key == "moon":
+                    moon_ids = sum(int(r.hash_ids.size) for r in result.requests)
+                elif key not in prints:
                     prints[key] = fingerprint(result)
                 if key == "new":
                     requests = result.requests
@@ -336,10 +344,12 @@ def main(argv: list[str] | None = None) -> int:
         def ratio(key: str, med: dict[str, float] = med) -> str:
             return f"{med[key] / med['new']:6.1f}" if key in med else f"{'-':>6}"
 
+        per_id = med["new"] / max(ids, 1)
+        versus = f"{per_id / (med['moon'] / moon_ids):7.2f}" if "moon" in med else f"{'-':>7}"
         print(
             f"{name:<18} {rows:>7} {ids:>10} {cell('new')} {cell('ref')}"
             f" {ratio('ref')} {cell('base')} {ratio('base'):>7}"
-            f" {med['new'] / max(ids, 1) * 1e9:7.0f}"
+            f" {per_id * 1e9:7.0f} {versus}"
         )
     print(
         f"(CPU seconds, medians of {args.repeat} interleaved runs after one warm-up round;"

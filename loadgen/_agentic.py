@@ -8,6 +8,7 @@ import attrs
 import numpy as np
 import numpy.typing as npt
 
+from ._agentic_fast import read_agentic_fast
 from ._compressed import open_binary
 from ._exceptions import TraceFormatError
 from ._fields import Located, collector_paused, fit_ids, iter_json_lines, render, source_label
@@ -66,10 +67,24 @@ def read_agentic(
     block = check_block_size(block_size)
     ids = interner if interner is not None else ContentInterner()
     file = str(path)
+    with open_binary(path) as stream:
+        data = stream.read()
+    fast = read_agentic_fast(file, data, src, block, ids)
+    if fast is not None:
+        return fast
+    return read_agentic_records(file, src, block, ids)
+
+
+def read_agentic_records(file: str, src: str, block: int, ids: ContentInterner) -> Workload:
+    """Read an agentic trace record by record, validating each field as it comes.
+
+    The reference reading: :func:`read_agentic_fast` must return what this returns, and
+    any file it declines comes here, which names the first bad record.
+    """
     nodes: list[_Node] = []
     by_id: dict[str, _Node] = {}
     surplus = ignored = 0
-    with open_binary(path) as stream, collector_paused():
+    with open_binary(file) as stream, collector_paused():
         for line, value in iter_json_lines(stream, file):
             loc = Located(file, line, value)
             timestamp, given, output, raw = request_fields(loc, block)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 
 import attrs
 import numpy as np
@@ -13,6 +13,29 @@ __all__ = ("ContentInterner", "LocalScope", "Run", "reblock")
 Ids = npt.NDArray[np.int64]
 
 _TABLE_LIMIT = 1 << 24
+
+KeyIds = Iterable[tuple[Hashable, int]]
+
+
+def _first_seen(keys: Ids, start: int) -> tuple[Ids, Ids]:
+    """Number a stream's distinct keys from ``start`` in order of first appearance.
+
+    Returns:
+        Each position's number, and the positions where a key first appears (ascending).
+    """
+    size = int(keys.size)
+    order = np.argsort(keys, kind="stable")  # equal keys keep their stream order
+    ordered = keys[order]
+    starts = np.ones(size, dtype=np.bool_)
+    starts[1:] = ordered[1:] != ordered[:-1]
+    run = np.cumsum(starts, dtype=np.int64) - 1
+    first = order[starts]  # each key's first position in the stream
+    fresh = np.zeros(size, dtype=np.bool_)
+    fresh[first] = True
+    rank = np.cumsum(fresh, dtype=np.int64) - 1 + start
+    out = np.empty(size, dtype=np.int64)
+    out[order] = rank[first][run]
+    return out, np.flatnonzero(fresh)
 
 
 @attrs.define(eq=False)
@@ -29,6 +52,9 @@ class ContentInterner:
     next_id: int = 0
     _scopes: dict[str, dict[Hashable, int]] = attrs.field(factory=dict, repr=False)
     _arrays: dict[str, tuple[Ids, Ids]] = attrs.field(factory=dict, repr=False)
+    _lazy: dict[str, Callable[[dict[Hashable, int]], KeyIds]] = attrs.field(
+        factory=dict, repr=False
+    )
 
     def scope_size(self, scope: str) -> int:
         """Return how many distinct raw ids ``scope`` has interned so far."""
@@ -36,7 +62,9 @@ class ContentInterner:
 
     def intern(self, scope: str, raw: Hashable) -> int:
         """Return the int of ``raw`` in ``scope``, assigning the next one if it is new."""
-        table = self._table(scope) if self._arrays else self._scopes.setdefault(scope, {})
+        table = (
+            self._table(scope) if self._arrays or self._lazy else self._scopes.setdefault(scope, {})
+        )
         found = table.get(raw)
         if found is None:
             found = table[raw] = self.next_id
@@ -45,7 +73,9 @@ class ContentInterner:
 
     def intern_many(self, scope: str, raws: Sequence[Hashable]) -> list[int]:
         """Intern every raw id of ``raws`` in order and return their ints."""
-        table = self._table(scope) if self._arrays else self._scopes.setdefault(scope, {})
+        table = (
+            self._table(scope) if self._arrays or self._lazy else self._scopes.setdefault(scope, {})
+        )
         out: list[int] = []
         nxt = self.next_id
         for raw in raws:
@@ -74,7 +104,7 @@ class ContentInterner:
         """
         if raws.size == 0:
             return np.empty(0, dtype=np.int64)
-        table = self._scopes.get(scope)
+        table = self._table(scope) if scope in self._lazy else self._scopes.get(scope)
         low, top = int(raws.min()), int(raws.max())
         if not table and scope not in self._arrays and low >= 0 and top < 4 * raws.size + 1024:
             return self._intern_dense(scope, raws, top + 1)
@@ -130,6 +160,9 @@ class ContentInterner:
             keys, ids = pending
             order = np.argsort(ids, kind="stable")  # first-seen order, as intern() would
             table.update(zip(keys[order].tolist(), ids[order].tolist(), strict=True))
+        name = self._lazy.pop(scope, None)
+        if name is not None:
+            table.update(name(table))
         return table
 
     def intern_array(self, raws: npt.NDArray[np.int64]) -> Ids:
@@ -153,6 +186,72 @@ class ContentInterner:
         rank[order] = np.arange(uniq.size, dtype=np.int64)
         out = (rank[inverse] + self.next_id).astype(np.int64)
         self.next_id += int(uniq.size)
+        return out
+
+    def intern_local_streams(self, raws: Ids, scopes: Ids, count: int) -> tuple[Ids, Ids]:
+        """Intern a stream of ids that each belong to one of ``count`` fresh local scopes.
+
+        The result equals opening ``count`` local scopes and walking ``raws`` in order,
+        interning each non-negative value into its scope (``scopes[i]``) and taking a
+        private id for each negative one (each negative value must occur once). It runs
+        vectorized: one stable sort of the ``(scope, raw)`` pairs, then ranks by first
+        appearance, as :meth:`_intern_dense` does.
+
+        Args:
+            raws: the stream, in interning order.
+            scopes: each value's scope, in ``[0, count)``.
+            count: how many scopes.
+
+        Returns:
+            The interned ids (same shape as ``raws``) and how many fresh ids each scope
+            took.
+        """
+        size = int(raws.size)
+        if size == 0:
+            return np.empty(0, dtype=np.int64), np.zeros(count, dtype=np.int64)
+        top = int(raws.max())
+        if count * (top + 2) < 2**62:
+            keys = scopes * (top + 1) + raws
+        else:  # large raw ids: rank them first, so the pairs fit in one int64
+            _, codes = np.unique(raws, return_inverse=True)
+            keys = scopes * (int(codes.max()) + 1) + codes.reshape(-1)
+        keys = np.where(raws < 0, -1 - np.arange(size, dtype=np.int64), keys)
+        out, first = _first_seen(keys, self.next_id)
+        self.next_id += int(first.size)
+        return out, np.bincount(scopes[first], minlength=count).astype(np.int64)
+
+    def is_new_scope(self, scope: str) -> bool:
+        """Whether nothing was interned into ``scope`` yet."""
+        return not self._scopes.get(scope) and scope not in self._arrays and scope not in self._lazy
+
+    def intern_coded(
+        self, scope: str, keys: Ids, name: Callable[[dict[Hashable, int]], KeyIds]
+    ) -> Ids:
+        """Intern a stream of coded keys into a new scope at once, in first-seen order.
+
+        Non-negative values are the scope's raw int ids; a negative value is a code for a
+        key only the caller knows (equal codes, equal keys; a code whose key is a private
+        id must occur once). The raw ids are kept as :meth:`intern_stream` keeps them;
+        ``name(table)``, given the scope's dictionary of raw ids, returns the other keys
+        with their ids, and is called only when that dictionary is needed.
+
+        Args:
+            scope: a scope nothing was interned into (see :meth:`is_new_scope`).
+            keys: the stream.
+            name: the keys of the codes that are not private ids, with their ids.
+
+        Returns:
+            The interned ids, same shape as ``keys``.
+        """
+        if not self.is_new_scope(scope):
+            raise ValueError(f"intern_coded: scope {scope!r} is not new")
+        out, first = _first_seen(keys, self.next_id)
+        self.next_id += int(first.size)
+        named = first[keys[first] >= 0]
+        raw, ids = keys[named], out[named]
+        order = np.argsort(raw, kind="stable")
+        self._arrays[scope] = (raw[order], ids[order])
+        self._lazy[scope] = name
         return out
 
     def local_scope(self) -> LocalScope:

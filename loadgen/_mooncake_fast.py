@@ -20,13 +20,22 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
+from ._columns import after_completion, identities, roots
+from ._delta_fast import delta_content
 from ._fields import collector_paused
 from ._intern import ContentInterner
 from ._limits import MAX_INSTANT_MS, MAX_TOKENS
-from ._request import ArrivalRule, Dep, Identity, requests_from_columns
+from ._request import ArrivalRule, Identity, requests_from_columns
 from ._workload import Tolerated, Workload
 
-__all__ = ("read_mooncake_fast",)
+__all__ = (
+    "id_column",
+    "id_lists",
+    "int_column",
+    "number_column",
+    "parse_objects",
+    "read_mooncake_fast",
+)
 
 Ids = npt.NDArray[np.int64]
 
@@ -35,9 +44,10 @@ _FIELDS = frozenset(("timestamp", "input_length", "output_length", "hash_ids"))
 _ALIASES = frozenset(("created_time", "input_tokens", "output_tokens", "delay_ms"))
 _NONE = type(None)
 _NO_IDENTITY = Identity()
+_ROOT = ArrivalRule()
 
 
-def _parse(data: bytes) -> tuple[list[dict[str, object]], list[int]] | None:
+def parse_objects(data: bytes) -> tuple[list[dict[str, object]], list[int]] | None:
     """Every non-blank line's JSON object and line number, or None if any is not one."""
     try:
         text = data.decode("utf-8")
@@ -65,7 +75,7 @@ def _parse(data: bytes) -> tuple[list[dict[str, object]], list[int]] | None:
     return values, numbers
 
 
-def _ints(column: list[object], low: int, high: int) -> npt.NDArray[np.int64] | None:
+def int_column(column: list[object], low: int, high: int) -> npt.NDArray[np.int64] | None:
     """The column as int64 if every cell is a JSON integer in ``[low, high]``."""
     if set(map(type, column)) != {int}:
         return None
@@ -78,13 +88,13 @@ def _ints(column: list[object], low: int, high: int) -> npt.NDArray[np.int64] | 
     return arr
 
 
-def _id_array(lists: list[list[object]]) -> Ids | None:
+def id_lists(lists: list[list[object]]) -> Ids | None:
     """All lists' items as one int64 array if each is a JSON integer >= 0, else None."""
     flat = list(chain.from_iterable(lists))
-    return _ints(flat, 0, 2**63 - 1) if flat else np.empty(0, dtype=np.int64)
+    return int_column(flat, 0, 2**63 - 1) if flat else np.empty(0, dtype=np.int64)
 
 
-def _numbers(column: list[object], high: float) -> list[float | None] | None:
+def number_column(column: list[object], high: float) -> list[float | None] | None:
     """The column as floats (None kept) if every cell is a finite number in ``[0, high]``."""
     kinds = set(map(type, column))
     if not kinds <= {int, float, _NONE}:
@@ -103,7 +113,8 @@ def _numbers(column: list[object], high: float) -> list[float | None] | None:
     return [None if v is None else next(floats) for v in column]
 
 
-def _sessions(column: list[object]) -> list[str | None] | None:
+def id_column(column: list[object]) -> list[str | None] | None:
+    """The column as strings (None kept) if every cell is a non-empty string or an integer."""
     kinds = set(map(type, column))
     if not kinds <= {str, int, _NONE} or "" in column:
         return None
@@ -150,7 +161,7 @@ def _read(
     *,
     delta: bool,
 ) -> Workload | None:
-    parsed = _parse(data)
+    parsed = parse_objects(data)
     if parsed is None or not parsed[0]:
         return None
     values, lines = parsed
@@ -158,47 +169,60 @@ def _read(
     if present & _ALIASES:
         return None
     count = len(values)
-    prompts = _ints([v.get("input_length") for v in values], 1, MAX_TOKENS)
-    outputs = _ints([v.get("output_length") for v in values], 0, MAX_TOKENS)
-    stamps = _numbers([v.get("timestamp") for v in values], float("inf"))
+    prompts = int_column([v.get("input_length") for v in values], 1, MAX_TOKENS)
+    outputs = int_column([v.get("output_length") for v in values], 0, MAX_TOKENS)
+    stamps = number_column([v.get("timestamp") for v in values], float("inf"))
     delays: list[float | None] | None = (
-        _numbers([v.get("delay") for v in values], MAX_INSTANT_MS)
+        number_column([v.get("delay") for v in values], MAX_INSTANT_MS)
         if "delay" in present
         else [None] * count
     )
     sessions: list[str | None] | None = (
-        _sessions([v.get("session_id") for v in values])
+        id_column([v.get("session_id") for v in values])
         if "session_id" in present
         else [None] * count
     )
     if prompts is None or outputs is None or stamps is None or delays is None:
         return None
-    if sessions is None or (delta and any(s is not None for s in sessions)):
+    if sessions is None:
         return None
+    merging = delta and any(s is not None for s in sessions)
     hash_lists = [v.get("hash_ids") for v in values]
     if set(map(type, hash_lists)) != {list}:
         return None
     lists = cast(list[list[object]], hash_lists)
     counts = np.fromiter(map(len, lists), dtype=np.int64, count=count)
-    raw = _id_array(lists)
+    raw = id_lists(lists)
     del parsed, values, hash_lists, lists  # what is left is columns
     if raw is None:
         return None
     need = -(-prompts // block)
     if not ((counts >= need) | (counts == prompts // block)).all():
         return None
-    arrivals = _arrivals(lines, stamps, delays, sessions, src, closed_loop)
+    request_ids = [f"{src}:{line}" for line in lines]
+    arrivals = _arrivals(request_ids, stamps, delays, sessions, src, closed_loop)
     if arrivals is None:
         return None
     rules, identities, ignored = arrivals
     keep = np.minimum(counts, need)
     tail = counts < need
-    content = _content(ids, f"global:{src}", raw, counts, keep, tail)
-    ends = np.cumsum(keep + tail).tolist()
+    scope = f"global:{src}"
+    lengths = prompts
+    if merging:
+        merged = delta_content(
+            ids, scope, request_ids, sessions, raw, counts, keep, tail, prompts, outputs, block
+        )
+        if merged is None:
+            return None
+        content, row_ends, lengths = merged
+        ends = row_ends.tolist()
+    else:
+        content = _content(ids, scope, raw, counts, keep, tail)
+        ends = np.cumsum(keep + tail).tolist()
     starts = [0, *ends[:-1]]
     requests = requests_from_columns(
-        [f"{src}:{line}" for line in lines],
-        prompts.tolist(),
+        request_ids,
+        lengths.tolist(),
         outputs.tolist(),
         block,
         [content[start:end] for start, end in zip(starts, ends, strict=True)],
@@ -218,7 +242,7 @@ def _read(
 
 
 def _arrivals(
-    lines: list[int],
+    request_ids: list[str],
     stamps: list[float | None],
     delays: list[float | None],
     sessions: list[str | None],
@@ -228,63 +252,71 @@ def _arrivals(
     """Each row's arrival rule and identity (the session rules of §2.1), or None."""
     if sessions.count(None) == len(sessions):
         return _standalone(stamps, delays, closed_loop)
-    rules: list[ArrivalRule] = []
-    identities: list[Identity] = []
-    roots: list[int] = []
-    root_stamps: list[float] = []
-    # Rows with the same timestamp share one (frozen) rule: 12,031 rows, 1,180 instants.
-    root_rules: dict[float | None, ArrivalRule] = {}
-    # Per session: conversation id, last request id, turns so far, latest timestamp.
-    state: dict[str, tuple[str, str, int, float | None]] = {}
+    count = len(sessions)
+    root_rows: list[int] = []
+    root_stamps: list[float | None] = []
+    later_rows: list[int] = []  # rows after a session's first turn
+    later_after: list[str] = []  # the request each waits for
+    later_think: list[float] = []
+    turn_rows: list[int] = []  # rows with a session
+    turn_conversations: list[str] = []
+    turn_indices: list[int] = []
+    # Per session: [conversation id, last request id, turns so far, latest timestamp].
+    state: dict[str, list[Any]] = {}
     ignored = 0
-    for index, (line, stamp, delay, key) in enumerate(
-        zip(lines, stamps, delays, sessions, strict=True)
-    ):
+    for index, stamp, delay, key in zip(range(count), stamps, delays, sessions, strict=True):
         if key is None or (known := state.get(key)) is None:
             if delay or (stamp is None and not closed_loop):
                 return None
-            if stamp is not None:
-                roots.append(index)
-                root_stamps.append(stamp)
-            rule = root_rules.get(stamp)
-            if rule is None:
-                rule = root_rules[stamp] = ArrivalRule(not_before_ms=stamp, after=())
-            rules.append(rule)
-            if key is None:
-                identities.append(_NO_IDENTITY)
-            else:
+            root_rows.append(index)
+            root_stamps.append(stamp)
+            if key is not None:
                 conversation = f"{src}/{key}"
-                identities.append(Identity(conversation_id=conversation, turn_index=0))
-                state[key] = (conversation, f"{src}:{line}", 1, stamp)
+                turn_rows.append(index)
+                turn_conversations.append(conversation)
+                turn_indices.append(0)
+                state[key] = [conversation, request_ids[index], 1, stamp]
             continue
-        conversation, last, turns, latest = known
         if delay is not None:
             think = delay
             ignored += stamp is not None
         elif stamp is not None:
+            latest = known[3]
             if latest is None:
                 return None
             think = stamp - latest
             if think < 0 or think > MAX_INSTANT_MS:
                 return None
-            latest = stamp
+            known[3] = stamp
         else:
             think = 0.0
-        rules.append(ArrivalRule(not_before_ms=None, after=(Dep(last, "completion", think),)))
-        identities.append(Identity(conversation_id=conversation, turn_index=turns))
-        state[key] = (conversation, f"{src}:{line}", turns + 1, latest)
-    if roots:
-        origin = min(root_stamps)
-        if max(root_stamps) - origin > MAX_INSTANT_MS:
-            return None
-        if origin:
-            shifted = {
-                stamp: ArrivalRule(not_before_ms=stamp - origin, after=())
-                for stamp in set(root_stamps)
-            }
-            for i, stamp in zip(roots, root_stamps, strict=True):
-                rules[i] = shifted[stamp]
-    return rules, identities, ignored
+        later_rows.append(index)
+        later_after.append(known[1])
+        later_think.append(think)
+        turn_rows.append(index)
+        turn_conversations.append(known[0])
+        turn_indices.append(known[2])
+        known[1] = request_ids[index]
+        known[2] += 1
+    given = [stamp for stamp in root_stamps if stamp is not None]
+    origin = min(given) if given else None
+    if given and max(given) - origin > MAX_INSTANT_MS:  # type: ignore[operator]
+        return None
+    # Roots with the same timestamp share one (frozen) rule.
+    unique = list(dict.fromkeys(root_stamps))
+    shifted = [stamp - origin if origin and stamp is not None else stamp for stamp in unique]
+    shared = dict(zip(unique, roots(shifted), strict=True))
+    rules: list[ArrivalRule] = [_ROOT] * count
+    for index, stamp in zip(root_rows, root_stamps, strict=True):
+        rules[index] = shared[stamp]
+    for index, rule in zip(later_rows, after_completion(later_after, later_think), strict=True):
+        rules[index] = rule
+    people: list[Identity] = [_NO_IDENTITY] * count
+    for index, identity in zip(
+        turn_rows, identities(turn_conversations, turn_indices), strict=True
+    ):
+        people[index] = identity
+    return rules, people, ignored
 
 
 def _standalone(

@@ -1,0 +1,391 @@
+"""The column-wise reading of a well-formed agentic trace (``bench/read.py`` measures it).
+
+As for Mooncake (:mod:`loadgen._mooncake_fast`): every line is parsed once, each field
+becomes a column validated as a whole, the dependency graph is checked and split into
+plays on integer row numbers, and every play's content ids are interned in one
+vectorized call. Anything this path does not take for certain valid (a failed check, an
+alias spelling, an unknown or repeated request id, a cycle) makes it return None: the
+caller then reads the file record by record, which names the first bad record exactly.
+Both paths give the same workload; a differential test compares them.
+"""
+
+from __future__ import annotations
+
+from itertools import chain
+from typing import cast
+
+import numpy as np
+import numpy.typing as npt
+
+from ._columns import after_completion, after_completions, identities, roots
+from ._fields import collector_paused
+from ._intern import ContentInterner
+from ._limits import MAX_INSTANT_MS, MAX_TOKENS
+from ._lineage import derive_lineage
+from ._mooncake_fast import id_column, id_lists, int_column, number_column, parse_objects
+from ._request import ArrivalRule, Lineage, requests_from_columns
+from ._workload import Play, Tolerated, Workload
+
+__all__ = ("read_agentic_fast",)
+
+Ids = npt.NDArray[np.int64]
+
+_ALIASES = frozenset(("created_time", "input_tokens", "output_tokens", "delay_ms"))
+_NONE = type(None)
+
+
+def read_agentic_fast(
+    file: str, data: bytes, src: str, block: int, ids: ContentInterner
+) -> Workload | None:
+    """Read an agentic trace held in ``data`` if it is certainly valid, else return None.
+
+    Args:
+        file: the file name.
+        data: the file's bytes.
+        src: the source label.
+        block: the block size ``T``.
+        ids: the run's interner; untouched when None is returned.
+
+    Returns:
+        The workload, equal to what the record-by-record reader returns, or None.
+    """
+    del file  # only the record-by-record reading names it
+    with collector_paused():
+        return _read(data, src, block, ids)
+
+
+def _waits(column: list[object], high: float) -> npt.NDArray[np.float64] | None:
+    """A delay column as floats, absent cells 0.0, if every cell is a number in range."""
+    numbers = number_column(column, high)
+    if numbers is None:
+        return None
+    return np.array([0.0 if v is None else v for v in numbers], dtype=np.float64)
+
+
+def _read(data: bytes, src: str, block: int, ids: ContentInterner) -> Workload | None:
+    parsed = parse_objects(data)
+    if parsed is None or not parsed[0]:
+        return None
+    values, lines = parsed
+    present: set[str] = set().union(*values)
+    if present & _ALIASES:
+        return None
+    count = len(values)
+    prompts = int_column([v.get("input_length") for v in values], 1, MAX_TOKENS)
+    outputs = int_column([v.get("output_length") for v in values], 0, MAX_TOKENS)
+    stamps = number_column([v.get("timestamp") for v in values], float("inf"))
+    if prompts is None or outputs is None or stamps is None:
+        return None
+    added: list[npt.NDArray[np.float64]] = []
+    for key in ("delay", "tool_wait_ms"):
+        column = _waits([v.get(key) for v in values], float("inf")) if key in present else None
+        if key in present and column is None:
+            return None
+        added.append(np.zeros(count, dtype=np.float64) if column is None else column)
+    waits = added[0] + added[1]  # delay + tool_wait_ms, absent ones 0.0, as rows add them
+    if float(waits.max()) > MAX_INSTANT_MS:
+        return None
+    sessions = (
+        id_column([v.get("session_id") for v in values])
+        if "session_id" in present
+        else [None] * count
+    )
+    names = id_column([v.get("request_id") for v in values])
+    if sessions is None or names is None or None in names:
+        return None
+    request_names = cast(list[str], names)
+    session_names = ["main" if s is None else s for s in sessions]
+    if "#" in "\n".join(request_names) or "#" in "\n".join(session_names):
+        return None
+    row_of = dict(zip(request_names, range(count), strict=True))
+    if len(row_of) != count:
+        return None  # a duplicate request id
+    graph = _graph([v.get("wait_for") for v in values], row_of)
+    hash_lists = [v.get("hash_ids") for v in values]
+    if graph is None or set(map(type, hash_lists)) != {list}:
+        return None
+    owners, targets, dep_counts = graph
+    lists = cast(list[list[object]], hash_lists)
+    counts = np.fromiter(map(len, lists), dtype=np.int64, count=count)
+    raw = id_lists(lists)
+    del parsed, values, hash_lists, lists
+    if raw is None:
+        return None
+    need = -(-prompts // block)
+    if not ((counts >= need) | (counts == prompts // block)).all():
+        return None
+    is_root = dep_counts == 0
+    root_rows = np.flatnonzero(is_root)
+    root_stamps = np.array(
+        [0.0 if stamps[i] is None else stamps[i] for i in root_rows.tolist()], dtype=np.float64
+    )
+    origin = float(root_stamps.min())  # a DAG without a cycle has a root
+    if float(root_stamps.max()) - origin > MAX_INSTANT_MS:
+        return None
+    component = _components(count, owners, targets, dep_counts)
+    # Each play is named by its earliest root, smallest (timestamp, line); plays in
+    # that order.
+    line_numbers = np.asarray(lines, dtype=np.int64)
+    by_root = np.lexsort((line_numbers[root_rows], root_stamps, component[root_rows]))
+    sorted_components = component[root_rows][by_root]
+    first = np.ones(by_root.size, dtype=np.bool_)
+    first[1:] = sorted_components[1:] != sorted_components[:-1]
+    earliest = root_rows[by_root[first]]  # per component (ascending component label)
+    earliest_keys = np.lexsort((line_numbers[earliest], root_stamps[by_root[first]]))
+    play_count = int(earliest.size)
+    play_of_component = np.empty(int(component.max()) + 1, dtype=np.int64)
+    play_of_component[sorted_components[first][earliest_keys]] = np.arange(
+        play_count, dtype=np.int64
+    )
+    play = play_of_component[component]
+    play_roots = earliest[earliest_keys].tolist()
+    play_names = [f"{src}:{request_names[row]}" for row in play_roots]
+    row_play = [play_names[p] for p in play.tolist()]
+    full_ids = [f"{p}/{r}" for p, r in zip(row_play, request_names, strict=True)]
+    conversations = [f"{p}/{s}" for p, s in zip(row_play, session_names, strict=True)]
+    lineage = _lineages(conversations, owners, targets, count)
+    turn_of: dict[str, int] = {}
+    turns: list[int] = []
+    for conversation in conversations:
+        turn = turn_of.get(conversation, 0)
+        turn_of[conversation] = turn + 1
+        turns.append(turn)
+    people = identities(conversations, turns, row_play, [lineage[c] for c in conversations])
+    rules = _rules(
+        root_rows, root_stamps - origin, owners, targets, dep_counts, waits, full_ids, count
+    )
+    # Content: each play is its own scope, interned in play order (plays in order, each
+    # play's rows in file order), a private id after a row's kept ids when its last
+    # block is partial.
+    keep = np.minimum(counts, need)
+    tail = counts < need
+    content, sizes = _content(ids, raw, counts, keep, tail, play, play_count)
+    starts_of_play = ids.next_id - int(sizes.sum()) + np.concatenate(([0], np.cumsum(sizes)))
+    ends = np.cumsum(keep + tail).tolist()
+    starts = [0, *ends[:-1]]
+    requests = requests_from_columns(
+        full_ids,
+        prompts.tolist(),
+        outputs.tolist(),
+        block,
+        [content[a:b] for a, b in zip(starts, ends, strict=True)],
+        rules,
+        people,
+    )
+    order = np.argsort(play, kind="stable")
+    bounds = np.searchsorted(play[order], np.arange(play_count + 1)).tolist()
+    rows_in_order = order.tolist()
+    ranges = starts_of_play.tolist()
+    plays = tuple(
+        Play(
+            id=play_names[p],
+            request_indices=tuple(rows_in_order[bounds[p] : bounds[p + 1]]),
+            conversations=tuple(
+                dict.fromkeys(conversations[i] for i in rows_in_order[bounds[p] : bounds[p + 1]])
+            ),
+            content_ids=(ranges[p], ranges[p + 1]),
+        )
+        for p in range(play_count)
+    )
+    ignored = sum(1 for i in np.flatnonzero(~is_root).tolist() if stamps[i] is not None)
+    return Workload(
+        requests=requests,
+        source=src,
+        format="agentic",
+        tolerated=Tolerated(
+            surplus_ids=int(np.maximum(counts - need, 0).sum()),
+            private_tail_ids=int(tail.sum()),
+            ignored_timestamps=ignored,
+        ),
+        plays=plays,
+    )
+
+
+def _graph(column: list[object], row_of: dict[str, int]) -> tuple[Ids, Ids, Ids] | None:
+    """Every dependency edge (owner row, target row) in order, deduplicated per row, and
+    each row's dependency count; None for a bad list, an unknown or self dependency, or
+    a cycle."""
+    kinds = set(map(type, column))
+    if not kinds <= {list, _NONE}:
+        return None
+    lists: list[list[object]] = [v or [] for v in column]  # type: ignore[misc]
+    flat = list(chain.from_iterable(lists))
+    item_kinds = set(map(type, flat))
+    if not item_kinds <= {str, int} or "" in flat:
+        return None
+    if int in item_kinds:
+        flat = [v if type(v) is str else str(v) for v in flat]
+    try:
+        targets_list = [row_of[name] for name in flat]  # type: ignore[index]
+    except KeyError:
+        return None
+    sizes = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
+    owners = np.repeat(np.arange(len(lists), dtype=np.int64), sizes)
+    targets = np.asarray(targets_list, dtype=np.int64)
+    if targets.size and bool((targets == owners).any()):
+        return None
+    if bool((sizes > 1).any()):  # a row may list an id twice: keep its first mention
+        pairs = dict.fromkeys(zip(owners.tolist(), targets.tolist(), strict=True))
+        if len(pairs) != targets.size:
+            owners = np.fromiter((a for a, _ in pairs), dtype=np.int64, count=len(pairs))
+            targets = np.fromiter((b for _, b in pairs), dtype=np.int64, count=len(pairs))
+            sizes = np.bincount(owners, minlength=len(lists)).astype(np.int64)
+    if not bool((targets < owners).all()) and _has_cycle(len(lists), owners, targets):
+        return None
+    return owners, targets, sizes
+
+
+def _has_cycle(count: int, owners: Ids, targets: Ids) -> bool:
+    """Whether the dependency graph has a cycle (Kahn's algorithm)."""
+    pending = np.bincount(owners, minlength=count).tolist()
+    waiters: list[list[int]] = [[] for _ in range(count)]
+    for owner, target in zip(owners.tolist(), targets.tolist(), strict=True):
+        waiters[target].append(owner)
+    ready = [row for row in range(count) if not pending[row]]
+    done = 0
+    while ready:
+        row = ready.pop()
+        done += 1
+        for waiter in waiters[row]:
+            pending[waiter] -= 1
+            if not pending[waiter]:
+                ready.append(waiter)
+    return done != count
+
+
+def _components(count: int, owners: Ids, targets: Ids, dep_counts: Ids) -> Ids:
+    """A label per row, equal for rows of one weakly connected component."""
+    if not bool((dep_counts > 1).any()):
+        # A forest (one dependency at most): follow parent links by pointer jumping.
+        parent = np.arange(count, dtype=np.int64)
+        parent[owners] = targets
+        while True:
+            jumped = parent[parent]
+            if np.array_equal(jumped, parent):
+                return parent
+            parent = jumped
+    link = list(range(count))
+    for a, b in zip(owners.tolist(), targets.tolist(), strict=True):
+        while link[a] != a:
+            link[a] = link[link[a]]
+            a = link[a]
+        while link[b] != b:
+            link[b] = link[link[b]]
+            b = link[b]
+        if a != b:
+            link[a] = b
+    for row in range(count):
+        top = row
+        while link[top] != top:
+            top = link[top]
+        link[row] = top
+    return np.asarray(link, dtype=np.int64)
+
+
+def _lineages(
+    conversations: list[str], owners: Ids, targets: Ids, count: int
+) -> dict[str, Lineage | None]:
+    """Each conversation's lineage (§6): a conversation's candidate parents are the other
+    conversations its entry requests (those without a dependency inside it) wait for.
+
+    Candidates of different plays never meet, so all plays are derived in one call; the
+    order of candidates does not change the outcome (one parent, or none).
+    """
+    codes: dict[str, int] = {}
+    code = np.fromiter(
+        (codes.setdefault(c, len(codes)) for c in conversations), dtype=np.int64, count=count
+    )
+    inside = np.zeros(count, dtype=np.bool_)
+    inside[owners[code[owners] == code[targets]]] = True
+    crossing = np.flatnonzero(~inside[owners])
+    candidates: dict[str, list[str]] = {c: [] for c in codes}
+    for owner, target in zip(owners[crossing].tolist(), targets[crossing].tolist(), strict=True):
+        found = candidates[conversations[owner]]
+        other = conversations[target]
+        if other not in found:
+            found.append(other)
+    return dict(derive_lineage(candidates).lineages)
+
+
+def _rules(
+    root_rows: Ids,
+    root_shifted: npt.NDArray[np.float64],
+    owners: Ids,
+    targets: Ids,
+    dep_counts: Ids,
+    waits: npt.NDArray[np.float64],
+    full_ids: list[str],
+    count: int,
+) -> list[ArrivalRule]:
+    """Each row's arrival rule: roots at their shifted timestamp, the others after the
+    completion of every request they wait for plus their delay."""
+    rules: list[ArrivalRule] = [cast(ArrivalRule, None)] * count
+    for row, rule in zip(root_rows.tolist(), roots(root_shifted.tolist()), strict=True):
+        rules[row] = rule
+    single = np.flatnonzero(dep_counts == 1)
+    if single.size:
+        edge = np.searchsorted(owners, single)
+        names = [full_ids[t] for t in targets[edge].tolist()]
+        built = after_completion(names, waits[single].tolist())
+        for row, rule in zip(single.tolist(), built, strict=True):
+            rules[row] = rule
+    several = np.flatnonzero(dep_counts > 1)
+    if several.size:
+        edge = np.searchsorted(owners, several).tolist()
+        sizes = dep_counts[several].tolist()
+        target_list = targets.tolist()
+        groups = [
+            [full_ids[t] for t in target_list[e : e + n]] for e, n in zip(edge, sizes, strict=True)
+        ]
+        built = after_completions(groups, waits[several].tolist())
+        for row, rule in zip(several.tolist(), built, strict=True):
+            rules[row] = rule
+    return rules
+
+
+def _content(
+    ids: ContentInterner,
+    raw: Ids,
+    counts: Ids,
+    keep: Ids,
+    tail: npt.NDArray[np.bool_],
+    play: Ids,
+    play_count: int,
+) -> tuple[Ids, Ids]:
+    """All rows' content ids in file order, read-only, and each play's fresh-id count.
+
+    Row ``i`` contributes its first ``keep[i]`` raw ids, then one private id if
+    ``tail[i]``; ids are interned per play, in play order.
+    """
+    rows = counts.size
+    sizes = keep + tail
+    if not tail.any() and bool((keep == counts).all()):
+        stream = raw  # nothing to cut or add: the ids as read
+    else:
+        row_of = np.repeat(np.arange(rows, dtype=np.int64), counts)
+        starts_in = np.cumsum(counts) - counts
+        starts_out = np.cumsum(sizes) - sizes
+        position = np.arange(raw.size, dtype=np.int64) - starts_in[row_of]
+        kept = position < keep[row_of]
+        stream = np.empty(int(sizes.sum()), dtype=np.int64)
+        stream[(starts_out[row_of] + position)[kept]] = raw[kept]
+        tails = np.flatnonzero(tail)
+        stream[starts_out[tails] + keep[tails]] = -1 - tails  # one distinct private per row
+    element_play = np.repeat(play, sizes)
+    if rows < 2 or bool((play[1:] >= play[:-1]).all()):  # plays lie in file order
+        interned, fresh = ids.intern_local_streams(stream, element_play, play_count)
+        interned.flags.writeable = False
+        return interned, fresh
+    # The stream in play order: rows sorted by play (stable keeps file order).
+    starts_out = np.cumsum(sizes) - sizes
+    order = np.argsort(play, kind="stable")
+    sizes_in_order = sizes[order]
+    starts_in_order = np.cumsum(sizes_in_order) - sizes_in_order
+    element_row = np.repeat(order, sizes_in_order)
+    within = np.arange(stream.size, dtype=np.int64) - np.repeat(starts_in_order, sizes_in_order)
+    source = starts_out[element_row] + within  # where each play-order element lives
+    interned, fresh = ids.intern_local_streams(stream[source], play[element_row], play_count)
+    out = np.empty(stream.size, dtype=np.int64)
+    out[source] = interned
+    out.flags.writeable = False
+    return out, fresh
