@@ -56,6 +56,44 @@ MIN_RUN_PASSES = 3
 _NO_HITS: list[int] = []
 
 
+def _decode_block_steps(
+    core: EngineCore, seqs: list[Seq], computed: list[int], steps: list[int]
+) -> tuple[list[tuple[int, int]], list[int]]:
+    """The decode steps of a run that start a block (allocation) or fill one (keying).
+
+    Args:
+        core: the engine.
+        seqs: the requests taking decode steps, in running order.
+        computed: their ``num_computed`` at the first pass.
+        steps: how many steps each takes in the run.
+
+    Returns:
+        ``(pass, request index)`` of every such step, and the pass of every allocation.
+    """
+    e = core.block_size
+    caching = core.caching
+    events: list[tuple[int, int]] = []
+    allocs: list[int] = []
+    for j, r in enumerate(seqs):
+        c = computed[j]
+        limit = steps[j]
+        held = len(r.blocks)
+        i = held * e - c
+        while i < limit:
+            events.append((i, j))
+            allocs.append(i)
+            held += 1
+            i = held * e - c
+        if caching:
+            keyed = r.nkeyed
+            i = max(0, (keyed + 1) * e - c - 1)
+            while i < limit:
+                events.append((i, j))
+                keyed = (c + i + 1) // e
+                i = (keyed + 1) * e - c - 1
+    return events, allocs
+
+
 class MacroRun:
     """A planned run of steady decode passes of one engine (and, possibly, the chunks of one
     prompt), applied lazily.
@@ -177,27 +215,7 @@ class MacroRun:
                 starting += -(-(span - first) // e)
         if starting > core.kv.free_count:
             return None
-        caching = core.caching
-        # the steps that start a block (allocation) or fill one (keying), in pass order
-        events: list[tuple[int, int]] = []
-        allocs: list[int] = []
-        for j, r in enumerate(running):
-            c = c0[j]
-            limit = remaining[j]
-            held = len(r.blocks)
-            i = held * e - c
-            while i < limit:
-                events.append((i, j))
-                allocs.append(i)
-                held += 1
-                i = held * e - c
-            if caching:
-                keyed = r.nkeyed
-                i = max(0, (keyed + 1) * e - c - 1)
-                while i < limit:
-                    events.append((i, j))
-                    keyed = (c + i + 1) // e
-                    i = (keyed + 1) * e - c - 1
+        events, allocs = _decode_block_steps(core, running, c0, remaining)
         passes = horizon
         free = core.kv.free_count
         if len(allocs) > free:
@@ -304,26 +322,9 @@ class MacroRun:
         if passes < MIN_RUN_PASSES:
             return None
         e = core.block_size
-        caching = core.caching
-        events: list[tuple[int, int]] = []
-        allocs: list[int] = []
-        for j, r in enumerate(decodes):
-            c = c0[j]
-            limit = min(remaining[j], passes)
-            held = len(r.blocks)
-            i = held * e - c
-            while i < limit:
-                events.append((i, j))
-                allocs.append(i)
-                held += 1
-                i = held * e - c
-            if caching:
-                keyed = r.nkeyed
-                i = max(0, (keyed + 1) * e - c - 1)
-                while i < limit:
-                    events.append((i, j))
-                    keyed = (c + i + 1) // e
-                    i = (keyed + 1) * e - c - 1
+        events, allocs = _decode_block_steps(
+            core, decodes, c0, [min(d, passes) for d in remaining]
+        )
         chunk_ends = list(accumulate(shares, initial=chunk.num_computed))
         held = len(chunk.blocks)
         for i in range(passes):
