@@ -26,7 +26,7 @@ from ._exceptions import (
 )
 from ._journal import EventKind, Journal, LifecycleEvent
 from ._keys import BlockKeyer
-from ._macro import MacroRun
+from ._macro import PLAN_PASSES, MacroRun
 from ._pass import Role, TimingModel
 
 __all__ = (
@@ -623,6 +623,7 @@ class Engine:
         self._deadline = deadline
         journal = self.journal
         plan_run = MacroRun.plan
+        plan_passes = PLAN_PASSES
         # After a commit, when nothing else can run at this instant (no ready callback, no due
         # timer, no other instant-end waiter), waiting for the instant's end would resume at
         # once with nothing run in between: the pass starts straight away instead.
@@ -648,7 +649,7 @@ class Engine:
                 and not self._kv_subscribers
                 and not journal.wants_token_events
             ):
-                run = plan_run(core, now, self._publish)
+                run = plan_run(core, now, self._publish, plan_passes)
                 if run is not None:
                     self._run = run
                     try:
@@ -660,6 +661,7 @@ class Engine:
                         raise
                     finally:
                         self._run = None
+                    plan_passes = max(PLAN_PASSES, 2 * run.committed)
                     settled = clock.next_event_ns() != clock.time_ns()
                     continue
             plan = core.schedule(now)

@@ -48,10 +48,15 @@ from ._tokentimes import arithmetic_runs
 if TYPE_CHECKING:
     from ._core import EngineCore, Seq
 
-__all__ = ("MIN_RUN_PASSES", "MacroRun")
+__all__ = ("MIN_RUN_PASSES", "PLAN_PASSES", "MacroRun")
 
 #: A run shorter than this is left to per-pass steps (nothing to gain).
 MIN_RUN_PASSES = 3
+
+#: The fewest passes an engine plans at once. An engine plans at most twice the passes its
+#: previous run went through (or this many), so planning costs what the runs use when inputs
+#: keep cutting them short; a run that ends at its planned length is followed by another.
+PLAN_PASSES = 64
 
 _NO_HITS: list[int] = []
 
@@ -172,20 +177,27 @@ class MacroRun:
     # -- planning ------------------------------------------------------------------------------
 
     @classmethod
-    def plan(cls, core: EngineCore, now_ns: int, publish: Callable[[int], None]) -> MacroRun | None:
+    def plan(
+        cls,
+        core: EngineCore,
+        now_ns: int,
+        publish: Callable[[int], None],
+        max_passes: int = PLAN_PASSES,
+    ) -> MacroRun | None:
         """Plan a run starting at ``now_ns`` and schedule its first pass, or return ``None``.
 
         A run with a prompt chunk is planned by :meth:`_plan_chunk`. Otherwise a run needs no
         reservation queued, nothing waiting, every running request in a steady decode step,
         at least :data:`MIN_RUN_PASSES` passes of positive, finite duration, and free blocks
         for every block its steps start (frees by finishing requests are not counted on).
+        It holds at most ``max_passes`` passes.
         """
         running = core.running
         k = len(running)
         if not k or k > core._max_tokens or core.reservations:
             return None
         if running[-1].pf and core.role != "decode":
-            return cls._plan_chunk(core, now_ns, publish)
+            return cls._plan_chunk(core, now_ns, publish, max_passes)
         if core.waiting:
             return None
         e = core.block_size
@@ -215,7 +227,12 @@ class MacroRun:
                 starting += -(-(span - first) // e)
         if starting > core.kv.free_count:
             return None
-        events, allocs = _decode_block_steps(core, running, c0, remaining)
+        if horizon > max_passes:
+            horizon = max_passes
+            steps = [min(d, horizon) for d in remaining]
+        else:
+            steps = remaining
+        events, allocs = _decode_block_steps(core, running, c0, steps)
         passes = horizon
         free = core.kv.free_count
         if len(allocs) > free:
@@ -269,7 +286,7 @@ class MacroRun:
 
     @classmethod
     def _plan_chunk(
-        cls, core: EngineCore, now_ns: int, publish: Callable[[int], None]
+        cls, core: EngineCore, now_ns: int, publish: Callable[[int], None], max_passes: int
     ) -> MacroRun | None:
         """Plan a run in which every running request but the last takes a decode step and the
         last one a chunk of its prompt work: the budget the decode steps leave.
@@ -318,6 +335,9 @@ class MacroRun:
                     shares.append(rem)
                     final = True
                 break
+        if len(shares) > max_passes:
+            del shares[max_passes:]
+            final = False
         passes = len(shares)
         if passes < MIN_RUN_PASSES:
             return None
