@@ -260,6 +260,10 @@ class Engine:
                 starts = clock.next_event_ns() != now
             run.advance(now, include_end=ends, include_start=starts)
 
+    def _in_pass(self) -> bool:
+        """Whether a pass is in flight (after :meth:`_sync`)."""
+        return self._pass is not None or (self._run is not None and self._run.in_pass)
+
     def _split(self) -> None:
         """An input reached the engine during a macro-stepped run: it is seen at the next
         pass start, where the run now ends."""
@@ -301,7 +305,7 @@ class Engine:
             pending_offers=len(self._offers),
             prefill_outstanding=core.prefill_outstanding,
             decode_outstanding=core.decode_outstanding,
-            in_pass=self._pass is not None or (self._run is not None and self._run.in_pass),
+            in_pass=self._in_pass(),
         )
 
     # -- handshake ---------------------------------------------------------------------------
@@ -512,7 +516,8 @@ class Engine:
         now = simclock.now_ns()
         self._sync()
         self._core.activate(request_id, now, tuple(detail))
-        if self._pass is None:
+        if not self._in_pass():
+            # with a pass in flight, the blocks are published at its end
             self._publish(now)
         self._kick()
 
