@@ -30,6 +30,7 @@ import json
 import tarfile
 import tempfile
 from collections.abc import Callable, Sequence
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -85,6 +86,7 @@ from replay import (
     ReplaySession,
     Stop,
 )
+from simclock import SimulationError
 
 from ..policies.support import req, workload
 from .test_macro_differential import QUIET, OwnTiming, _outputs
@@ -887,8 +889,8 @@ Command = tuple[str, int, int]
 
 @st.composite
 def commands(draw: st.DrawFn, *, history: bool) -> list[Command]:
-    # a predicate on pass counts stops late when macro-stepped: see the xfail test below
-    kinds = ["at", "when_running", "until_ns"]
+    # predicates stop elsewhere when macro-stepped: see the xfail tests at the end
+    kinds = ["at", "until_ns"]
     if history:
         kinds += ["first_token", "finished", "preemption", "step", "until_request"]
     return draw(
@@ -901,12 +903,14 @@ def commands(draw: st.DrawFn, *, history: bool) -> list[Command]:
 
 
 def _drive(
-    session: ReplaySession, script: Sequence[Command], requests: Sequence[Request]
+    session: ReplaySession,
+    script: Sequence[Command],
+    requests: Sequence[Request],
+    seen: list[tuple[object, ...]],
 ) -> list[tuple[object, ...]]:
-    """Set breakpoints and stop as ``script`` says; observe at every stop."""
+    """Set breakpoints and stop as ``script`` says; observe into ``seen`` at every stop."""
     probes = [r.id for r in requests[:4]]
     n = len(session.engines)
-    seen = []
     stop: Stop | None = None
     for kind, a, b in script:
         rid = requests[b % len(requests)].id
@@ -965,13 +969,20 @@ def _session_both_ways(
             stepping=stepping,
             **options,
         ) as session:
-            observed[stepping] = _drive(session, script, requests)
+            seen: list[tuple[object, ...]] = []
             try:
-                result = session.run()
-            except ReplayFailedError as failed:
-                result = failed.result
-            outputs[stepping] = _outputs(result)
+                seen = _drive(session, script, requests, seen)
+                try:
+                    result = session.run()
+                except ReplayFailedError as failed:
+                    result = failed.result
+                outputs[stepping] = _outputs(result)
+            except SimulationError as error:  # a loop failure met while stepping: the same
+                seen.append(("raised", repr(error)))
+                outputs[stepping] = {}
+            observed[stepping] = seen
     assert outputs["macro"] == outputs["pass"]
+    assert len(observed["macro"]) == len(observed["pass"])
     for k, (macro, oracle) in enumerate(zip(observed["macro"], observed["pass"], strict=True)):
         assert macro == oracle, k
     return observed["pass"]
@@ -1001,7 +1012,8 @@ def test_session_breakpoints_at_instants_and_predicates_stop_at_the_same_state(
         history=False,
         topology=Aggregated(workers=workers, engine=config, timing=TIMINGS[timing]()),
     )
-    assert seen[-1][0] == "finished"
+    stops = [s for s in seen if s[0] != "raised"]
+    assert all(a[1] <= b[1] for a, b in pairwise(stops))  # type: ignore[operator]
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -1026,7 +1038,8 @@ def test_session_steps_and_request_breakpoints_stop_at_the_same_state(
         history=True,
         topology=Aggregated(workers=workers, engine=config, timing=TIMINGS[timing]()),
     )
-    assert seen[-1][0] == "finished"
+    stops = [s for s in seen if s[0] != "raised"]
+    assert all(a[1] <= b[1] for a, b in pairwise(stops))  # type: ignore[operator]
 
 
 def test_breakpoints_inside_a_long_run_stop_at_the_same_state() -> None:
@@ -1241,3 +1254,39 @@ def test_pd_decode_prefix_overlaps_agree() -> None:
     macro = replay_once(workload(requests), make, "macro", topology=topology, seed=3)
     assert macro.outputs == oracle.outputs and macro.events == oracle.events
     assert macro.seen == oracle.seen
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="a break_when predicate true when the session resumes at an instant where a "
+    "macro-stepped run ends does not fire (per pass it fires at once)",
+)
+def test_a_predicate_true_on_resume_at_the_end_of_a_run_fires() -> None:
+    # r1 (no output) at 0 ms; r0 at 117 ms: prefill 117-137 ms, then eight decode passes of
+    # 7.25 ms (one macro-stepped run) to its finish at 195 ms. Paused at 195 ms (nothing at
+    # that instant run yet), r0 is running; a predicate "engine 0 runs a request" is set and
+    # the session resumed. Per pass it fires at 195 ms before r0's last pass commits; macro-
+    # stepped it never fires and the run finishes.
+    requests = [req("r0", prompt=1, output=9, at_ms=117.0), req("r1", prompt=1, output=0)]
+    topology = Aggregated(
+        workers=1,
+        engine=EngineConfig(num_blocks=14, max_num_batched_tokens=128, max_num_seqs=2),
+        timing=FixedTiming(prefill_ms=20.0, decode_ms=7.25),
+    )
+    stops = {}
+    for stepping in ("pass", "macro"):
+        with ReplaySession.build(
+            workload(requests),
+            topology=topology,
+            policy=RoundRobin(),
+            history=False,
+            stepping=stepping,
+        ) as session:
+            seen = [session.run_until(time_ns=195 * MS)]
+            session.break_when(
+                lambda s: s.engines[0].view.running_count >= 1, description="running"
+            )
+            seen.append(session.resume())
+            stops[stepping] = [(s.reason, s.now_ns) for s in seen]
+    assert stops["pass"] == [("time", 195 * MS), ("breakpoint", 195 * MS)]
+    assert stops["macro"] == stops["pass"]
