@@ -248,7 +248,9 @@ class Engine:
             # nothing is left to run at this instant.
             now = clock.time_ns()
             level = clock.instant_end_level()
-            ends = True
+            turn = clock.deadline_turn()
+            # inside the commit of a lower-ranked engine, passes ending now are not committed
+            ends = turn is None or turn >= self.index
             if level is not None and level >= self.index:
                 starts = True
             elif _get_running_loop() is clock:
@@ -660,7 +662,10 @@ class Engine:
                     try:
                         while not run.done:
                             await wait_until(run.next_wake_ns())
-                            run.advance(clock.time_ns(), include_end=True, include_start=False)
+                            with deadline.turn():
+                                run.advance(
+                                    clock.time_ns(), include_end=True, include_start=False
+                                )
                     except BaseException:
                         self._sync()
                         raise
@@ -680,7 +685,8 @@ class Engine:
             if end > now:
                 await wait_until(end)
             # else: a zero-duration pass commits at once, at the same instant
-            core.commit(plan)
+            with deadline.turn():
+                core.commit(plan)
             self._pass = None
             if transitions:
                 self._publish(end)

@@ -267,7 +267,7 @@ class Deadline:
         ValueError: ``rank`` is out of range.
     """
 
-    __slots__ = ("_future", "_loop", "_timer", "rank", "waiter")
+    __slots__ = ("_future", "_loop", "_previous", "_timer", "rank", "waiter")
 
     def __init__(self, *, waiter: str, rank: int) -> None:
         if (
@@ -281,6 +281,7 @@ class Deadline:
         self.rank = rank
         self._future: asyncio.Future[None] | None = None
         self._timer: _Timer | None = None
+        self._previous: list[int | None] = []
 
     @property
     def armed_ns(self) -> int | None:
@@ -312,6 +313,27 @@ class Deadline:
                 timer.cancel()
             self._timer = None
             self._future = None
+
+    def turn(self) -> Deadline:
+        """Return a context manager for the holder's turn: what it does on its deadline.
+
+        Inside it :meth:`VirtualEventLoop.deadline_turn` reports this deadline's rank, so that
+        others can tell which holders due at this instant have acted (the lower ranks) and
+        which have not (the higher ones)::
+
+            await deadline.wait_until(end_ns)
+            with deadline.turn():
+                commit()
+        """
+        return self
+
+    def __enter__(self) -> None:
+        loop = self._loop
+        self._previous.append(loop._deadline_turn)
+        loop._deadline_turn = self.rank
+
+    def __exit__(self, *exc: object) -> None:
+        self._loop._deadline_turn = self._previous.pop()
 
     def move(self, when_ns: int) -> None:
         """Re-arm the pending wait for ``when_ns`` (no effect when idle).

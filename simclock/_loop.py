@@ -360,6 +360,8 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         self._sequence = itertools.count()
         self._instant_end: list[tuple[int, int, asyncio.Future[None], str]] = []
         self._instant_end_level: int | None = None
+        # the rank of the simclock.Deadline whose holder is taking its turn (Deadline.turn)
+        self._deadline_turn: int | None = None
         self._stall_counts: dict[str, int] = {}
         self._batch_left = 0
         self._instant_mark = 0
@@ -748,6 +750,16 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         """Callbacks run since the clock reached the current instant (0: nothing has run at
         this instant yet)."""
         return self._events - self._instant_mark
+
+    def deadline_turn(self) -> int | None:
+        """The rank of the :class:`simclock.Deadline` whose holder is taking its turn now
+        (inside :meth:`Deadline.turn <simclock.Deadline.turn>`), or ``None``.
+
+        Deadlines due at one instant fire in rank order, so while the holder of rank ``r``
+        acts on its deadline, the holders of higher ranks due at this instant have not acted
+        yet, and those of lower ranks have.
+        """
+        return self._deadline_turn
 
     def instant_end_level(self) -> int | None:
         """The priority of the last :func:`simclock.instant_end` waiter released at the

@@ -208,7 +208,7 @@ class Prober(ChoicePolicy):
         instants: Sequence[int],
         grid_ns: int | None,
         horizon_ns: int,
-        hooks_read_all: bool = False,
+        hooks_read_all: bool = True,
         overlaps: bool = True,
     ) -> None:
         self.hooks_read_all = hooks_read_all
@@ -280,7 +280,6 @@ class Prober(ChoicePolicy):
         ctx = self._ctx
         if ctx is None:
             return
-        # Another engine's view read from inside a commit at t: see the xfail test below.
         only = None if self.hooks_read_all else trace.engine
         self._look(ctx, f"finished {trace.request_id}", only)
         times = trace.token_times_ns
@@ -749,8 +748,7 @@ def test_random_pd_scenarios_match(
 
     def make() -> Any:
         if policy == "prober":  # the probing policy places on both pools
-            # (the decode side's prefix overlaps can differ: see the xfail test below)
-            return PDPolicy(prefill=_pd_side("prober"), decode=_pd_side("prober", overlaps=False))
+            return PDPolicy(prefill=_pd_side("prober"), decode=_pd_side("prober"))
         return pd_policy(policy)
 
     oracle = check_same(workload(requests), make, topology=topology, seed=seed)
@@ -1094,11 +1092,6 @@ class FinishWatcher(RoundRobin):
         self.seen.append((trace.request_id, self._ctx.now_ns(), *views))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="reading engine 1's view while engine 0 commits a pass ending at t commits "
-    "engine 1's macro-stepped pass ending at t early (Engine._sync: include_end=True)",
-)
 def test_a_hook_reading_another_engine_at_a_shared_pass_end_sees_the_same() -> None:
     # Two engines, one request each, both finishing at 80 ms (first token at 50 ms, then a
     # run of three decode passes). Per pass, engine 0's pass commits first: r0's FINISHED
@@ -1197,11 +1190,6 @@ def _ids(base: int, prompt: int) -> list[int]:
     return [base + k for k in range(-(-prompt // 64))]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a decode engine of a P/D topology shows a prefix key as published at an instant "
-    "where the per-pass engine does not (EngineView.prefix_overlap differs)",
-)
 def test_pd_decode_prefix_overlaps_agree() -> None:
     # Found by test_random_pd_scenarios_match (the probing policy on both pools). The first
     # difference (the requests.jsonl, summary and events agree): at 396,000,119 ns, a
