@@ -20,11 +20,10 @@ from ._config import EngineConfig
 from ._exceptions import PassTimingError
 from ._journal import EventKind, Journal, LifecycleEvent, RequestTrace
 from ._keys import (
-    ROOT_KEY,
     BlockKeyer,
     Content,
-    block_content,
     blocks_per_id,
+    output_key,
     prompt_contents,
 )
 from ._kv import KVCache
@@ -79,6 +78,7 @@ class Seq:
         "prompt",
         "request",
         "rid",
+        "serial",
         "state",
         "target",
         "times",
@@ -99,6 +99,7 @@ class Seq:
         self.num_output = 0
         self.num_computed = 0
         self.num_preemptions = 0
+        self.serial = 0
         self.blocks: list[int] = []
         self.nkeyed = 0
         # keys of blocks 0.. (interned ones only; at least the keyed blocks'), and the
@@ -258,13 +259,21 @@ class EngineCore:
             trace.input_length = request.input_length
             trace.output_length = request.output_length
         s = Seq(request, target, trace)
+        s.serial = self.keyer.new_serial()
         known = self.keyer.cached_block_keys(request, self.block_size)
         if known:
             s.keys = list(known)
-        elif self.caching and blocks_per_id(request.block_size, self.block_size) == 1:
-            # a block per content id: a donor's keys save walking the shared prefix block
-            # by block (with several blocks per id, the walk steps over whole ids)
-            s.keys = self.keyer.shared_prefix(request, self.block_size)
+        elif self.caching:
+            per_id = blocks_per_id(request.block_size, self.block_size)
+            if per_id == 1:
+                # a block per content id: a donor's keys save walking the shared prefix
+                # block by block (with several blocks per id, the walk steps over whole ids)
+                s.keys = self.keyer.shared_prefix(request, self.block_size)
+            # Every full prompt block is keyed now, when the request is placed: keys are
+            # numbered in placement order, the same however the engines' passes are
+            # stepped (REFERENCE-engine §4.2).
+            contents = self._contents(s)
+            self.keyer.extend(s.keys, contents, len(contents), per_id)
         return s
 
     def enqueue(self, s: Seq) -> None:
@@ -306,11 +315,9 @@ class EngineCore:
                 min(stop, len(contents)),
                 blocks_per_id(s.trace_block, self.block_size),
             )
-        keyer = self.keyer
-        for j in range(len(keys), stop):  # blocks holding output positions
-            parent = keys[j - 1] if j else ROOT_KEY
-            content = block_content(s.hash_ids, s.trace_block, s.prompt, s.rid, j, self.block_size)
-            keys.append(keyer.key(parent, content))
+        if len(keys) < stop:  # blocks holding output positions
+            first = output_key(s.serial, 0)
+            keys.extend(range(first + len(keys), first + stop))
 
     def _lookup(self, s: Seq, limit: int) -> list[int]:
         """Cached blocks for the first ``limit`` blocks of ``s`` (stops at the first miss)."""
@@ -328,14 +335,9 @@ class EngineCore:
                     blocks_per_id(s.trace_block, self.block_size),
                 )
             if len(contents) <= len(keys) < limit:
-                peek = self.keyer.peek
-                e = self.block_size
-                for k in range(len(keys), limit):
-                    content = block_content(s.hash_ids, s.trace_block, s.prompt, s.rid, k, e)
-                    found = peek(keys[k - 1] if k else ROOT_KEY, content)
-                    if found is None:
-                        break
-                    keys.append(found)
+                # blocks holding output positions: keys of this placement of the request
+                first = output_key(s.serial, 0)
+                keys.extend(range(first + len(keys), first + limit))
         cached: list[int | None] = list(
             map(self.kv.cache.get, keys[:limit] if limit < len(keys) else keys)
         )

@@ -156,7 +156,6 @@ class EngineSnapshot:
 
 
 KVCallback = Callable[[KVEvent], object]
-_get_running_loop = asyncio._get_running_loop
 
 
 @attrs.define(eq=False)
@@ -253,7 +252,7 @@ class Engine:
             ends = turn is None or turn >= self.index
             if level is not None and level >= self.index:
                 starts = True
-            elif _get_running_loop() is clock:
+            elif clock.in_callback():
                 starts = False
             elif clock.instant_events() == 0:
                 # paused before anything ran at this instant: not even its commits
@@ -261,6 +260,25 @@ class Engine:
             else:
                 starts = clock.next_event_ns() != now
             run.advance(now, include_end=ends, include_start=starts)
+
+    @property
+    def pass_end_ns(self) -> int | None:
+        """When the pass in flight ends, or ``None`` when no pass is in flight."""
+        self._sync()
+        if self._pass is not None:
+            return self._pass.end_ns
+        run = self._run
+        if run is not None and run.in_pass:
+            return run.ends[run.committed]
+        return None
+
+    def step_per_pass(self) -> None:
+        """Take one deadline per pass from now on (``macro_stepping`` off): a run in
+        progress ends at the next pass start, as when an input reaches the engine."""
+        self.macro_stepping = False
+        if self._run is not None:
+            self._sync()
+            self._split()
 
     def _in_pass(self) -> bool:
         """Whether a pass is in flight (after :meth:`_sync`)."""

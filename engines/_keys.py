@@ -6,7 +6,8 @@ tuple of the ids of its positions, written as the bare id when the block holds o
 (always the case when ``E`` divides ``T``). Output position ``P + i`` has content unique to
 ``(request id, i)``. Block keys chain: ``key_k = H(key_{k-1}, content_k)`` with ``H`` the
 interning of ``(parent, content)`` pairs to consecutive integers, so a key names a whole
-prefix and is collision-free.
+prefix and is collision-free. A block holding output positions belongs to one placement of
+one request: its key is :func:`output_key` of the placement's number, not interned.
 """
 
 from __future__ import annotations
@@ -98,6 +99,16 @@ def block_content(
     return tuple(runs)
 
 
+#: Keys of blocks that hold output positions start here, above every interned key.
+OUTPUT_KEY_BASE = 1 << 62
+
+
+def output_key(serial: int, index: int) -> int:
+    """The key of block ``index`` of the placement numbered ``serial`` (a block holding
+    output positions: its content, and so its key, belongs to that request alone)."""
+    return OUTPUT_KEY_BASE + (serial << 32) + index
+
+
 def blocks_per_id(trace_block_size: int, block_size: int) -> int:
     """``T / E`` when every content id covers that many whole engine blocks, else 1."""
     return trace_block_size // block_size if trace_block_size % block_size == 0 else 1
@@ -153,9 +164,17 @@ class BlockKeyer:
         factory=dict, init=False, repr=False
     )
 
+    _serials: int = attrs.field(default=0, init=False, repr=False)
+
     def __len__(self) -> int:
         """The number of distinct keys interned so far."""
         return len(self._keys)
+
+    def new_serial(self) -> int:
+        """Number a placement of a request on an engine (1, 2, ... in call order); the keys
+        of its blocks that hold output positions derive from it (:func:`output_key`)."""
+        self._serials += 1
+        return self._serials
 
     def key(self, parent: int, content: Content) -> int:
         """Return the key of a block with ``content`` after the prefix keyed ``parent``.
@@ -188,6 +207,8 @@ class BlockKeyer:
             per_id: as for :meth:`known`: the content ids whose blocks are all new are
                 remembered for its walks.
         """
+        if per_id > 1:
+            self.known(keys, contents, stop, per_id)
         table = self._keys
         parent = keys[-1] if keys else ROOT_KEY
         append = keys.append

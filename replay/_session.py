@@ -841,7 +841,17 @@ class ReplaySession:
                 states[bp.number] = value
             return fired
 
-        self._timed(lambda: self._drive(stop_ns, pred))
+        stepping = [e.macro_stepping for e in self._run.engines]
+        if predicate is not None or checks:
+            # a predicate is checked before every callback: one deadline per pass gives it
+            # every pass boundary to look at
+            for engine in self._run.engines:
+                engine.step_per_pass()
+        try:
+            self._timed(lambda: self._drive(stop_ns, pred))
+        finally:
+            for engine, macro in zip(self._run.engines, stepping, strict=True):
+                engine.macro_stepping = macro
         if self._matched:
             bp, _ = self._matched[0]
             events = tuple(e for b, e in self._matched if b is bp)
@@ -1066,20 +1076,13 @@ class ReplaySession:
         engine = self._run.engines[index]
         snap = engine.snapshot()
         view = engine.view
-        waiter = f"engine[{index}]"
-        deadline: int | None = None
-        if snap.in_pass:
-            for timer in self._loop.snapshot().pending_timers:
-                if timer.waiter == waiter and timer.kind is simclock.WakeupKind.ENGINE_DEADLINE:
-                    deadline = timer.when_ns
-                    break
         return EngineState(
             index=index,
             role=engine.role,
             waiting=snap.waiting,
             running=snap.running,
             in_pass=snap.in_pass,
-            pass_end_ns=deadline,
+            pass_end_ns=engine.pass_end_ns,
             kv_blocks_used=view.kv_blocks_used,
             kv_blocks_free=view.kv_blocks_free,
             kv_blocks_total=view.kv_blocks_total,

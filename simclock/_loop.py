@@ -362,6 +362,8 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         self._instant_end_level: int | None = None
         # the rank of the simclock.Deadline whose holder is taking its turn (Deadline.turn)
         self._deadline_turn: int | None = None
+        # run_until is checking its predicate, between callbacks
+        self._observing = False
         self._stall_counts: dict[str, int] = {}
         self._batch_left = 0
         self._instant_mark = 0
@@ -750,6 +752,19 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         """Callbacks run since the clock reached the current instant (0: nothing has run at
         this instant yet)."""
         return self._events - self._instant_mark
+
+    def _observe(self, predicate: Callable[[], bool]) -> bool:
+        """Call ``predicate`` between callbacks (see :meth:`in_callback`)."""
+        self._observing = True
+        try:
+            return predicate()
+        finally:
+            self._observing = False
+
+    def in_callback(self) -> bool:
+        """Whether one of this loop's callbacks is running now: False when the loop is not
+        running, and between callbacks (while :meth:`run_until` checks its predicate)."""
+        return not self._observing and asyncio._get_running_loop() is self
 
     def deadline_turn(self) -> int | None:
         """The rank of the :class:`simclock.Deadline` whose holder is taking its turn now
@@ -1193,7 +1208,7 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         """
         with self._running():
             ran = 0
-            while not predicate():
+            while not self._observe(predicate):
                 if max_events is not None and ran >= max_events:
                     return False
                 if self._run_one(advance=True) is None:

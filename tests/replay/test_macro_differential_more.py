@@ -21,7 +21,7 @@ policy looks. This file covers what that one does not:
   and event breakpoints, ``step()``; the stops and the state seen at each (snapshots, engine
   and request states, traces, policy state, prefix hits) are equal in both modes.
 
-A known divergence is pinned by a strict ``xfail`` test at the end of the file.
+The fixed tests at the end of the file pin cases once found to differ.
 """
 
 from __future__ import annotations
@@ -847,15 +847,13 @@ def test_random_sessions_and_dependencies_match(
 
 
 def _observe(session: ReplaySession, stop: Stop, probes: Sequence[str]) -> tuple[object, ...]:
-    """Everything a debugging user can look at, at a stop (the known divergences, see the
-    end of the file, left out: ``EngineState.pass_end_ns``, and the labels of the keys of
-    blocks filled by decode steps, compared only as keyed or not)."""
+    """Everything a debugging user can look at, at a stop."""
     engines = tuple(
         (
-            _keyed_only(e.snapshot()),
+            e.snapshot(),
             e.passes,
             e.busy_ns,
-            attrs.evolve(session.engine(e.index), pass_end_ns=None),
+            session.engine(e.index),
         )
         for e in session.engines
     )
@@ -878,17 +876,12 @@ def _observe(session: ReplaySession, stop: Stop, probes: Sequence[str]) -> tuple
     )
 
 
-def _keyed_only(snapshot: Any) -> Any:
-    return attrs.evolve(snapshot, block_keys=tuple(k != 0 for k in snapshot.block_keys))
-
-
 Command = tuple[str, int, int]
 
 
 @st.composite
 def commands(draw: st.DrawFn, *, history: bool) -> list[Command]:
-    # predicates stop elsewhere when macro-stepped: see the xfail tests at the end
-    kinds = ["at", "until_ns"]
+    kinds = ["at", "until_ns", "when_running", "passes"]
     if history:
         kinds += ["first_token", "finished", "preemption", "step", "until_request"]
     return draw(
@@ -1129,11 +1122,6 @@ def _one_engine_session(stepping: str, requests: Sequence[Request], **kw: Any) -
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a predicate is checked before every loop callback, and a macro-stepped run has "
-    "none at the pass boundaries inside it: run_until(predicate) and break_when stop late",
-)
 def test_a_predicate_on_passes_stops_at_the_same_instant() -> None:
     # One request: prefill pass 0-50 ms, then decode passes 50-60, 60-70, 70-80 (one run
     # when macro-stepped). Per pass, the third pass is scheduled at 60 ms and the predicate
@@ -1149,11 +1137,6 @@ def test_a_predicate_on_passes_stops_at_the_same_instant() -> None:
     assert stops["macro"] == stops["pass"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="ReplaySession.engine(i).pass_end_ns reads the engine's pending deadline, which is "
-    "the end of the macro-stepped run (or its next finishing pass), not of the pass in flight",
-)
 def test_the_pass_in_flight_ends_at_the_same_instant() -> None:
     requests = [req(f"r{i}", prompt=200, output=300) for i in range(4)]
     seen = {}
@@ -1165,12 +1148,6 @@ def test_the_pass_in_flight_ends_at_the_same_instant() -> None:
     assert seen["macro"] == seen["pass"]  # macro-stepped: 3,040 ms, the run's end
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="keys of blocks filled by decode steps are numbered as they are first made, and a "
-    "macro-stepped engine makes them when it is observed, so two engines number them in "
-    "another order: EngineSnapshot.block_keys differ (the results do not)",
-)
 def test_decode_block_keys_are_numbered_the_same() -> None:
     # Two engines decoding side by side; at 1,234 ms the session reads engine 0 first, which
     # makes engine 0's decode-block keys before engine 1's (per pass they interleave).
@@ -1244,11 +1221,6 @@ def test_pd_decode_prefix_overlaps_agree() -> None:
     assert macro.seen == oracle.seen
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="a break_when predicate true when the session resumes at an instant where a "
-    "macro-stepped run ends does not fire (per pass it fires at once)",
-)
 def test_a_predicate_true_on_resume_at_the_end_of_a_run_fires() -> None:
     # r1 (no output) at 0 ms; r0 at 117 ms: prefill 117-137 ms, then eight decode passes of
     # 7.25 ms (one macro-stepped run) to its finish at 195 ms. Paused at 195 ms (nothing at
