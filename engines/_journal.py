@@ -380,6 +380,14 @@ class Journal:
             self.traces[request_id] = trace
         return trace
 
+    def forget(self, request_id: str) -> RequestTrace | None:
+        """Remove and return the trace of ``request_id`` (None if it has none).
+
+        A run that streams its records drops each trace once its request settled and its
+        record is built, so memory follows the requests in flight, not the whole run.
+        """
+        return self.traces.pop(request_id, None)
+
     def record(self, event: LifecycleEvent) -> None:
         """Apply ``event`` to its trace, keep it, and tell the subscribers.
 

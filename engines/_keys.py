@@ -104,9 +104,7 @@ def prompt_contents(
         if per_id == 1:
             same: list[Content] = list(ids)
             return same
-        repeated: list[Content] = np.repeat(np.asarray(ids, dtype=np.int64), per_id)[
-            :full
-        ].tolist()
+        repeated: list[Content] = np.repeat(np.asarray(ids, dtype=np.int64), per_id)[:full].tolist()
         return repeated
     return [
         block_content(hash_ids, trace_block_size, prompt_length, "", k, block_size)

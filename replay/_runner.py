@@ -41,8 +41,11 @@ from policies import Policy, PolicyRuntime, policy_name
 
 from ._exceptions import ReplayFailedError, ReplayInterrupted, WorkloadValidationError
 from ._metrics import SLO
+from ._output import RequestLog
 from ._prepare import PreparedWorkload, prepare
+from ._records import build_record
 from ._report import EngineUsage, ReplayResult, RunMeta, finalize
+from ._stream import RecordStream
 from ._topology import Topology
 from ._watch import NO_PROGRESS_S, NO_PROGRESS_WAKEUPS, ProgressWatch
 
@@ -156,6 +159,8 @@ class _Run:
     seed: int = attrs.field(default=0, kw_only=True)
     stepping: Stepping = attrs.field(default="macro", kw_only=True)
     load: LoadMode = attrs.field(factory=LoadMode, kw_only=True)
+    stream: RecordStream | None = attrs.field(default=None, kw_only=True)
+    slo: SLO | None = attrs.field(default=None, kw_only=True)
     journal: RunJournal = attrs.field(init=False)
     engines: tuple[Engine, ...] = attrs.field(init=False)
     runtime: PolicyRuntime = attrs.field(init=False)
@@ -353,7 +358,21 @@ class _Run:
         trace = self.journal.traces[rid]
         self.runtime.request_terminal(trace)
         self.driver.on_terminal(rid, trace.terminal_status or "failed")
+        if self.stream is not None:
+            self._settle(rid)
         self._check_done()
+
+    def _settle(self, rid: str) -> None:
+        """Stream the record of ``rid`` (terminal now) and drop its trace (a workload request;
+        the others, play instances, settle at the end in the order the report lists them)."""
+        stream = self.stream
+        if stream is None:
+            return
+        position = stream.position(rid)
+        if position is None:
+            return
+        trace = self.journal.forget(rid)
+        stream.put(position, build_record(stream.requests[position], trace, slo=self.slo))
 
     def _check_done(self) -> None:
         if self.load.profile is not None:
@@ -506,6 +525,7 @@ def run(
     keep_events: bool = False,
     config: Mapping[str, object] | None = None,
     stepping: Stepping = "macro",
+    request_log: RequestLog | None = None,
 ) -> ReplayResult:
     """Replay ``workload`` through ``topology``'s engines under ``policy``; return the report.
 
@@ -532,6 +552,11 @@ def run(
         stepping: ``"macro"`` (default): engines jump over runs of passes whose outcome is
             determined (docs/explanation/macro-stepping.md); ``"pass"``: one engine deadline
             per pass, the reference behaviour. Both give the same results, byte for byte.
+        request_log: stream the per-request records to this :class:`replay.RequestLog` as
+            requests settle, keeping neither the records nor the settled requests' traces
+            (memory stays proportional to the requests in flight); the result's
+            ``requests`` is then empty and its summary the same. Write the report with
+            ``write_outputs(result, ..., request_log=request_log)``.
 
     Returns:
         The :class:`replay.ReplayResult`.
@@ -557,6 +582,8 @@ def run(
         keep_events=keep_events,
         config=config,
         stepping=stepping,
+        slo=slo,
+        request_log=request_log,
     )
     with _collector_paused():
         wall_start = time.perf_counter()
@@ -596,12 +623,15 @@ def setup_run(
     keep_events: bool = False,
     config: Mapping[str, object] | None = None,
     stepping: Stepping = "macro",
+    slo: SLO | None = None,
+    request_log: RequestLog | None = None,
 ) -> tuple[_Run, dict[str, Any]]:
     """Validate the options and build one replay, exactly as :func:`run` does, without running.
 
     Shared by :func:`run` and the step-by-step replay session so both build (and echo) the
     same run. Returns the replay (call ``build()`` then run ``main()`` on a fresh virtual loop)
-    and its configuration echo.
+    and its configuration echo. With ``request_log``, records stream to it as requests settle
+    (``slo`` decides their ``meets_slo``; give the same SLO to :func:`report_run`).
 
     Raises:
         WorkloadValidationError: the workload or an option is invalid.
@@ -625,6 +655,15 @@ def setup_run(
         load = attrs.evolve(load, max_virtual_time_s=max_virtual_time_s)
     prepared = prepare(workload, engine_block_size=topology.block_size, tokenizer=tokenizer)
     seeds = tuple(np.random.SeedSequence(seed).spawn(len(SEED_STREAMS)))
+    stream = None
+    if request_log is not None:
+        stream = RecordStream(
+            workload.requests,
+            keep=False,
+            write=request_log.write,
+            token_times=request_log.token_times,
+            spill_dir=str(request_log.directory),
+        )
     replay = _Run(
         prepared,
         topology,
@@ -636,6 +675,8 @@ def setup_run(
         seed=seed,
         load=load,
         stepping=stepping,
+        stream=stream,
+        slo=None if slo is None or slo.is_empty else slo,
     )
     echo: dict[str, Any] = {
         "seed": seed,
@@ -687,7 +728,12 @@ def report_run(
         engines=replay.engine_usage(),
     )
     result = finalize(
-        replay.journal, workload=workload, meta=meta, slo=slo, driver=replay.driver_report
+        replay.journal,
+        workload=workload,
+        meta=meta,
+        slo=slo,
+        driver=replay.driver_report,
+        stream=replay.stream,
     )
     if failure is not None:
         raise ReplayFailedError(
