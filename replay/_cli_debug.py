@@ -226,7 +226,9 @@ def run_observed(
     session = ReplaySession.build(workload, history=False, **run_options)
     recorder: TimelineRecorder | None = None
     if options.timeline_path is not None:
-        recorder = TimelineRecorder(views=tuple(e.view for e in session.engines))
+        recorder = TimelineRecorder(
+            views=tuple(e.view for e in session.engines), filter=options.timeline_filter
+        )
         session.journal.subscribe(recorder.on_event)
     stopped: BaseException | None = None
     try:
@@ -247,7 +249,7 @@ def run_observed(
         # leaves nothing on disk.
         ended = stopped is None or isinstance(stopped, ReplayFailedError)
         if recorder is not None and options.timeline_path is not None and ended:
-            timeline = recorder.timeline(options.timeline_filter)
+            timeline = recorder.timeline()
             if timeline_sink is not None:
                 timeline_sink(timeline)
             else:
