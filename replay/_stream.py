@@ -49,7 +49,8 @@ class _Waiting:
     """A record that settled ahead of its turn."""
 
     row: Row
-    line: bytes | None  # None: spilled to the temporary file at (offset, size)
+    line: bytes | None  # None: no line is written, or it was spilled
+    spilled: bool = False  # the line is in the spill file at (offset, size)
     offset: int = 0
     size: int = 0
     record: RequestRecord | None = None
@@ -199,9 +200,9 @@ class RecordStream:
             if item is None:
                 continue
             line = item.line
-            if line is None:
+            if item.spilled:
                 line = self._unspill(item)
-            else:
+            elif line is not None:
                 self._held_bytes -= len(line)
             self._emit(item.row, line, item.record)
 
@@ -219,6 +220,7 @@ class RecordStream:
             spill.write(item.line)
             self._spill_end += item.size
             item.line = None
+            item.spilled = True
         self._held_bytes = 0
 
     def _unspill(self, item: _Waiting) -> bytes:
