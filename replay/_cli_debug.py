@@ -175,7 +175,9 @@ def debug_options_from_args(
 
 
 def _counts(journal: Journal) -> tuple[int, int]:
-    done = completed = 0
+    # traces a streaming run already dropped were all of settled requests
+    done = sum(journal.forgotten.values())
+    completed = journal.forgotten.get("completed", 0)
     for trace in journal.traces.values():
         status = trace.terminal_status
         if status is not None:
