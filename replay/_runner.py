@@ -178,6 +178,7 @@ class _Run:
     _side_tasks: list[asyncio.Task[Any]] = attrs.field(factory=list, init=False)
     _clock_watch: Callable[[int], None] | None = attrs.field(default=None, init=False)
     _progress_ns: int = attrs.field(default=0, init=False)
+    _to_settle: list[str] = attrs.field(factory=list, init=False)
 
     def __attrs_post_init__(self) -> None:
         if self.cutoff_ns is not None and self.load.max_virtual_time_s is None:
@@ -309,6 +310,8 @@ class _Run:
     # -- release path -------------------------------------------------------------------------
 
     def _release(self, request: Request) -> None:
+        if self._to_settle:
+            self.settle()
         now = simclock.now_ns()
         self._released += 1
         self._progress_ns = now
@@ -359,20 +362,31 @@ class _Run:
         self.runtime.request_terminal(trace)
         self.driver.on_terminal(rid, trace.terminal_status or "failed")
         if self.stream is not None:
-            self._settle(rid)
+            self._to_settle.append(rid)
         self._check_done()
 
-    def _settle(self, rid: str) -> None:
-        """Stream the record of ``rid`` (terminal now) and drop its trace (a workload request;
-        the others, play instances, settle at the end in the order the report lists them)."""
+    def settle(self) -> None:
+        """Stream the records of the requests that became terminal since the last call, and
+        drop their traces (workload requests only: the others, play instances, settle at the
+        end in the order the report lists them).
+
+        Called from the release path and before the report, not from the engine's terminal
+        event: the engine's step stays short, and an interrupt never lands in the middle of
+        it because of this work.
+        """
         stream = self.stream
-        if stream is None:
+        queue = self._to_settle
+        if stream is None or not queue:
             return
-        position = stream.position(rid)
-        if position is None:
-            return
-        trace = self.journal.forget(rid)
-        stream.put(position, build_record(stream.requests[position], trace, slo=self.slo))
+        self._to_settle = []
+        journal = self.journal
+        requests = stream.requests
+        for rid in queue:
+            position = stream.position(rid)
+            if position is None:
+                continue
+            trace = journal.forget(rid)
+            stream.put(position, build_record(requests[position], trace, slo=self.slo))
 
     def _check_done(self) -> None:
         if self.load.profile is not None:
@@ -712,6 +726,7 @@ def report_run(
     Raises:
         ReplayFailedError: a step failed; its ``result`` holds the report.
     """
+    replay.settle()
     failure = (
         replay.runtime.failure
         or replay.engine_failure
