@@ -304,12 +304,14 @@ class Journal:
             recorded.
         traces: request id -> trace, in first-event order.
         events: every recorded event, in record order (empty when ``keep_events`` is off).
+        forgotten: traces removed by :meth:`forget`, counted by terminal status.
     """
 
     keep_events: bool = attrs.field(default=True, kw_only=True)
     token_events: bool = attrs.field(default=True, kw_only=True)
     traces: dict[str, RequestTrace] = attrs.field(factory=dict, init=False, repr=False)
     events: list[LifecycleEvent] = attrs.field(factory=list, init=False, repr=False)
+    forgotten: dict[str, int] = attrs.field(factory=dict, init=False, repr=False)
     _subscribers: list[Subscriber] = attrs.field(factory=list, init=False, repr=False)
     # per subscriber, the kind values it watches (None: all), in subscription order
     _kinds: list[frozenset[str] | None] = attrs.field(factory=list, init=False, repr=False)
@@ -378,6 +380,19 @@ class Journal:
         if trace is None:
             trace = RequestTrace(request_id, input_length, output_length)
             self.traces[request_id] = trace
+        return trace
+
+    def forget(self, request_id: str) -> RequestTrace | None:
+        """Remove and return the trace of ``request_id`` (None if it has none).
+
+        A run that streams its records drops each trace once its request settled and its
+        record is built, so memory follows the requests in flight, not the whole run. The
+        forgotten traces are still counted by terminal status in :attr:`forgotten`.
+        """
+        trace = self.traces.pop(request_id, None)
+        if trace is not None:
+            status = trace.terminal_status or "none"
+            self.forgotten[status] = self.forgotten.get(status, 0) + 1
         return trace
 
     def record(self, event: LifecycleEvent) -> None:

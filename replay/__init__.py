@@ -37,6 +37,7 @@ from ._metrics import Distribution as Distribution
 from ._metrics import SLOError as SLOError
 from ._output import OUTPUT_FILES as OUTPUT_FILES
 from ._output import OutputError as OutputError
+from ._output import RequestLog as RequestLog
 from ._output import config_json as config_json
 from ._output import format_table as format_table
 from ._output import request_json as request_json
@@ -63,22 +64,22 @@ from ._progress import Progress as Progress
 from ._progress import ProgressMode as ProgressMode
 from ._progress import format_virtual_time as format_virtual_time
 from ._progress import make_progress as make_progress
+from ._records import TERMINAL_STATUSES as TERMINAL_STATUSES
+from ._records import AdmissionRecord as AdmissionRecord
+from ._records import Handoff as Handoff
+from ._records import RequestRecord as RequestRecord
+from ._records import TerminalStatus as TerminalStatus
 from ._report import PLAY_OUTCOMES as PLAY_OUTCOMES
 from ._report import SCHEMA_VERSION as SCHEMA_VERSION
-from ._report import TERMINAL_STATUSES as TERMINAL_STATUSES
-from ._report import AdmissionRecord as AdmissionRecord
 from ._report import EngineSummary as EngineSummary
 from ._report import EngineUsage as EngineUsage
 from ._report import EventCounter as EventCounter
 from ._report import Goodput as Goodput
-from ._report import Handoff as Handoff
 from ._report import LifecycleEvidence as LifecycleEvidence
 from ._report import PlaySummary as PlaySummary
 from ._report import ReplayResult as ReplayResult
-from ._report import RequestRecord as RequestRecord
 from ._report import RunMeta as RunMeta
 from ._report import Summary as Summary
-from ._report import TerminalStatus as TerminalStatus
 from ._report import finalize as finalize
 from ._runner import SEED_STREAMS as SEED_STREAMS
 from ._runner import RunJournal as RunJournal
@@ -150,6 +151,7 @@ __all__ = (
     "ReplayInterrupted",
     "ReplayResult",
     "ReplaySession",
+    "RequestLog",
     "RequestRecord",
     "RequestState",
     "RunJournal",

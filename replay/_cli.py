@@ -59,7 +59,14 @@ from ._config import (
 from ._exceptions import ReplayFailedError, ReplayInterrupted
 from ._files import check_destinations
 from ._limits import check_schedule
-from ._output import OUTPUT_FILES, TOKEN_TIMES_MODES, OutputError, format_table, write_outputs
+from ._output import (
+    OUTPUT_FILES,
+    TOKEN_TIMES_MODES,
+    OutputError,
+    RequestLog,
+    format_table,
+    write_outputs,
+)
 from ._pd import pd_from_config
 from ._report import ReplayResult
 from ._runner import SEED_STREAMS, STEPPINGS, run
@@ -533,41 +540,53 @@ def _replay(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
             workers=config.workers, engine=config.build_engine(), timing=config.build_timing()
         )
         policy = config.build_policy()
-    status = EXIT_OK
-    failure: str | None = None
-    timelines: list[Timeline] = []
-    try:
-        result = _execute(
-            workload,
-            options,
-            timelines.append,
-            topology=topology,
-            policy=policy,
-            seed=config.seed,
-            slo=config.slo,
-            load=load,
-            config=config.as_json(),
-            stepping=config.stepping,
-        )
-    except ReplayFailedError as exc:
-        result = exc.result
-        status = EXIT_FAILED
-        failure = str(exc)
-    # The table first, then the report files as a set, then the timeline: whatever fails to
-    # be written, what came before it is kept (and the error names the path).
-    try:
-        if not args.quiet:
-            out.write(format_table(result))
-            out.flush()
-        if failure is not None:
-            print(f"simclock replay: {failure}", file=sys.stderr)
-        if config.output_dir is not None:
-            write_outputs(result, config.output_dir, token_times=config.token_times)
-        if timelines and options.timeline_path is not None:
-            write_timeline(timelines[0], options.timeline_path)
-    except KeyboardInterrupt:
-        # The run was over: name the virtual time it reached.
-        raise ReplayInterrupted(round(result.meta.virtual_duration_ms * 1_000_000)) from None
+    # With an output directory, records stream to requests.jsonl (a temporary file until the
+    # report is written) as requests settle, and none is kept; a run that ends without a
+    # report (bad input, an interrupt) leaves nothing behind.
+    log = (
+        None
+        if config.output_dir is None
+        else RequestLog.open(config.output_dir, token_times=config.token_times)
+    )
+    with log if log is not None else contextlib.nullcontext():
+        status = EXIT_OK
+        failure: str | None = None
+        timelines: list[Timeline] = []
+        try:
+            result = _execute(
+                workload,
+                options,
+                timelines.append,
+                topology=topology,
+                policy=policy,
+                seed=config.seed,
+                slo=config.slo,
+                load=load,
+                config=config.as_json(),
+                stepping=config.stepping,
+                request_log=log,
+            )
+        except ReplayFailedError as exc:
+            result = exc.result
+            status = EXIT_FAILED
+            failure = str(exc)
+        # The table first, then the report files as a set, then the timeline: whatever fails
+        # to be written, what came before it is kept (and the error names the path).
+        try:
+            if not args.quiet:
+                out.write(format_table(result))
+                out.flush()
+            if failure is not None:
+                print(f"simclock replay: {failure}", file=sys.stderr)
+            if config.output_dir is not None:
+                write_outputs(
+                    result, config.output_dir, token_times=config.token_times, request_log=log
+                )
+            if timelines and options.timeline_path is not None:
+                write_timeline(timelines[0], options.timeline_path)
+        except KeyboardInterrupt:
+            # The run was over: name the virtual time it reached.
+            raise ReplayInterrupted(round(result.meta.virtual_duration_ms * 1_000_000)) from None
     return status
 
 

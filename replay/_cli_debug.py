@@ -175,7 +175,9 @@ def debug_options_from_args(
 
 
 def _counts(journal: Journal) -> tuple[int, int]:
-    done = completed = 0
+    # traces a streaming run already dropped were all of settled requests
+    done = sum(journal.forgotten.values())
+    completed = journal.forgotten.get("completed", 0)
     for trace in journal.traces.values():
         status = trace.terminal_status
         if status is not None:
@@ -226,7 +228,9 @@ def run_observed(
     session = ReplaySession.build(workload, history=False, **run_options)
     recorder: TimelineRecorder | None = None
     if options.timeline_path is not None:
-        recorder = TimelineRecorder(views=tuple(e.view for e in session.engines))
+        recorder = TimelineRecorder(
+            views=tuple(e.view for e in session.engines), filter=options.timeline_filter
+        )
         session.journal.subscribe(recorder.on_event)
     stopped: BaseException | None = None
     try:
@@ -247,7 +251,7 @@ def run_observed(
         # leaves nothing on disk.
         ended = stopped is None or isinstance(stopped, ReplayFailedError)
         if recorder is not None and options.timeline_path is not None and ended:
-            timeline = recorder.timeline(options.timeline_filter)
+            timeline = recorder.timeline()
             if timeline_sink is not None:
                 timeline_sink(timeline)
             else:

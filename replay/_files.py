@@ -27,9 +27,11 @@ from simclock import SimulationError
 __all__ = (
     "FILE_MODE",
     "OutputError",
+    "Writer",
     "check_destinations",
     "make_directories",
     "remove_directories",
+    "temp_name",
     "write_file_set",
 )
 
@@ -44,7 +46,8 @@ class OutputError(SimulationError, OSError):
     """The report could not be written (the output location is unusable)."""
 
 
-def _temp_name(final: Path, kind: str) -> Path:
+def temp_name(final: Path, kind: str) -> Path:
+    """A hidden name beside ``final`` for a file on its way there (``kind``: tmp, old)."""
     # The random part only keeps names unique between concurrent writers.
     return final.parent / f".{final.name}.{os.getpid()}.{secrets.token_hex(4)}.{kind}"
 
@@ -53,7 +56,7 @@ def _keep(final: Path) -> Path | None:
     """Keep the current content of ``final`` under a backup name; ``None`` if it has none."""
     if not final.exists():
         return None
-    backup = _temp_name(final, "old")
+    backup = temp_name(final, "old")
     try:
         os.link(final, backup)
     except OSError:
@@ -61,11 +64,14 @@ def _keep(final: Path) -> Path | None:
     return backup
 
 
-def write_file_set(files: Sequence[tuple[Path, Writer]], *, what: str) -> None:
+def write_file_set(files: Sequence[tuple[Path, Writer | Path]], *, what: str) -> None:
     """Write every file of ``files``, all or none (rule 2 of the module docstring).
 
     Args:
-        files: ``(final path, writer)`` pairs; each final path's directory must exist.
+        files: ``(final path, writer)`` pairs; each final path's directory must exist. A
+            writer may instead be the path of a complete temporary file beside the final
+            name (a file written while the run went on): it is renamed with the others, or
+            removed with them on failure.
         what: what the files are, for messages (``report``, ``timeline``).
 
     Raises:
@@ -77,7 +83,10 @@ def write_file_set(files: Sequence[tuple[Path, Writer]], *, what: str) -> None:
     try:
         for final, writer in files:
             current = final
-            temp = _temp_name(final, "tmp")
+            if isinstance(writer, Path):
+                temps.append((writer, final))
+                continue
+            temp = temp_name(final, "tmp")
             fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
             temps.append((temp, final))
             with os.fdopen(fd, "wb") as handle:

@@ -13,24 +13,36 @@ partial or mixed output remains.
 
 from __future__ import annotations
 
-import json
+import contextlib
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import BinaryIO, Literal
+from typing import BinaryIO
 
-import attrs
-
-from ._files import OutputError, make_directories, remove_directories, write_file_set
+from ._files import (
+    FILE_MODE,
+    OutputError,
+    Writer,
+    make_directories,
+    remove_directories,
+    temp_name,
+    write_file_set,
+)
 from ._metrics import Distribution
-from ._pd_metrics import pd_phases
-from ._report import ReplayResult, RequestRecord, Summary
+from ._records import TOKEN_TIMES_MODES as TOKEN_TIMES_MODES
+from ._records import TokenTimesMode as TokenTimesMode
+from ._records import check_token_times, request_line
+from ._records import dumps as _dumps
+from ._records import jsonable as _jsonable
+from ._records import request_json as request_json
+from ._report import ReplayResult, Summary
 
 _NS_PER_MS = 1_000_000
 
 __all__ = (
     "OUTPUT_FILES",
     "OutputError",
+    "RequestLog",
     "config_json",
     "format_table",
     "request_json",
@@ -63,29 +75,6 @@ _DISTRIBUTIONS = (
     "routing_delay_ms",
     "output_tokens_per_s_per_user",
 )
-
-
-def _dumps(value: object, *, indent: int | None) -> str:
-    separators = (", ", ": ") if indent is None else (",", ": ")
-    return json.dumps(
-        value, indent=indent, ensure_ascii=False, allow_nan=False, separators=separators
-    )
-
-
-def _jsonable(value: object) -> object:
-    """A JSON-compatible copy of ``value`` (mappings, sequences, attrs values, scalars)."""
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    if isinstance(value, Mapping):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    cls = type(value)
-    if attrs.has(cls):
-        return {f.name: _jsonable(getattr(value, f.name)) for f in attrs.fields(cls)}
-    if isinstance(value, os.PathLike):
-        return os.fspath(value)
-    raise TypeError(f"cannot write {type(value).__name__} value {value!r} to JSON")
 
 
 def _vllm_metrics(summary: Summary) -> dict[str, object]:
@@ -153,9 +142,10 @@ def _sections(result: ReplayResult) -> dict[str, object]:
 
 def _pd_section(result: ReplayResult) -> dict[str, object]:
     """``{"pd_phases": ...}`` for a run with prefill/decode handoffs, else nothing."""
-    if not any(r.handoff is not None for r in result.requests):
+    phases = result.summary.pd_phases
+    if phases is None:
         return {}
-    return {"pd_phases": pd_phases(result).as_dict()}
+    return {"pd_phases": phases.as_dict()}
 
 
 def _plays_section(summary: Summary) -> dict[str, object]:
@@ -193,43 +183,6 @@ def _plays_section(summary: Summary) -> dict[str, object]:
     }
 
 
-TokenTimesMode = Literal["full", "runs", "none"]
-TOKEN_TIMES_MODES: tuple[TokenTimesMode, ...] = ("full", "runs", "none")
-"""How ``requests.jsonl`` holds token times: every time (``token_times_ms``, the default),
-runs of equal spacing (``token_time_runs_ms``: ``[start_ms, step_ms, count]`` each), or not
-at all."""
-
-
-def request_json(
-    record: RequestRecord, *, token_times: TokenTimesMode = "full"
-) -> dict[str, object]:
-    """One line of ``requests.jsonl`` as a dict: every field of the record in order.
-
-    ``lineage`` and ``handoff`` are left out when absent, so records of workloads without
-    lineage or disaggregation carry no empty keys. ``token_times`` chooses how token times
-    are written (:data:`TOKEN_TIMES_MODES`).
-    """
-    out: dict[str, object] = {}
-    for field in attrs.fields(RequestRecord):
-        name = field.name
-        value = getattr(record, name)
-        if name in ("lineage", "handoff") and value is None:
-            continue
-        if name == "token_time_runs_ns":
-            continue
-        if name == "token_times_ms":
-            if token_times == "none":
-                continue
-            if token_times == "runs":
-                out["token_time_runs_ms"] = [
-                    [start / _NS_PER_MS, step / _NS_PER_MS, count]
-                    for start, step, count in record.token_time_runs_ns
-                ]
-                continue
-        out[name] = _jsonable(value)
-    return out
-
-
 def config_json(result: ReplayResult) -> dict[str, object]:
     """The content of ``config.json``: schema, version, seed and the resolved configuration.
 
@@ -248,22 +201,11 @@ def config_json(result: ReplayResult) -> dict[str, object]:
     return body
 
 
-def _render(result: ReplayResult, token_times: TokenTimesMode) -> dict[str, bytes]:
-    if token_times not in TOKEN_TIMES_MODES:
-        raise ValueError(
-            f"token_times: must be one of {', '.join(TOKEN_TIMES_MODES)}, got {token_times!r}"
-        )
+def _render(result: ReplayResult) -> dict[str, bytes]:
+    """``summary.json`` and ``config.json``, serialized (before any file is written)."""
     summary = _dumps(summary_json(result), indent=2) + "\n"
-    lines = [
-        _dumps(request_json(r, token_times=token_times), indent=None) + "\n"
-        for r in result.requests
-    ]
     config = _dumps(config_json(result), indent=2) + "\n"
-    return {
-        SUMMARY_FILE: summary.encode(),
-        REQUESTS_FILE: "".join(lines).encode(),
-        CONFIG_FILE: config.encode(),
-    }
+    return {SUMMARY_FILE: summary.encode(), CONFIG_FILE: config.encode()}
 
 
 def write_outputs(
@@ -271,6 +213,7 @@ def write_outputs(
     out_dir: str | os.PathLike[str],
     *,
     token_times: TokenTimesMode = "full",
+    request_log: RequestLog | None = None,
 ) -> tuple[Path, ...]:
     """Write ``summary.json``, ``requests.jsonl`` and ``config.json`` into ``out_dir``.
 
@@ -280,10 +223,16 @@ def write_outputs(
     the files a previous run left there are put back unchanged, the temporary files are
     removed, a directory this call created is removed, and the error propagates.
 
+    ``requests.jsonl`` is written one record at a time from ``result.requests``; a run that
+    streamed its records instead (``request_log``) already wrote it under a temporary name,
+    and it joins the set as it is.
+
     Args:
         result: the replay result.
         out_dir: the output directory.
         token_times: how ``requests.jsonl`` holds token times (:data:`TOKEN_TIMES_MODES`).
+        request_log: the :class:`RequestLog` the run streamed its records to (opened on
+            ``out_dir``); its file becomes ``requests.jsonl``.
 
     Returns:
         The paths written, in :data:`OUTPUT_FILES` order.
@@ -292,29 +241,169 @@ def write_outputs(
         OutputError: the directory cannot be created or a file cannot be written; the
             message names the directory or the final file, never a temporary name.
         TypeError: the configuration echo holds a value JSON cannot represent.
+        ValueError: ``token_times`` is unknown, or ``request_log`` was opened on another
+            directory or with other token times.
     """
-    # serialize first: a bad value fails before any file exists
-    contents = _render(result, token_times)
+    check_token_times(token_times)
     directory = Path(out_dir)
+    if request_log is not None:
+        request_log.check_target(directory, token_times)
+    # serialize first: a bad value fails before any file exists
+    contents = _render(result)
     created = make_directories(directory)
+    requests: Writer | Path = (
+        _records_writer(result, token_times) if request_log is None else request_log.finish()
+    )
+    writers: dict[str, Writer | Path] = {
+        SUMMARY_FILE: _writer(contents[SUMMARY_FILE]),
+        REQUESTS_FILE: requests,
+        CONFIG_FILE: _writer(contents[CONFIG_FILE]),
+    }
     try:
-        write_file_set(
-            [(directory / name, _writer(contents[name])) for name in OUTPUT_FILES],
-            what="report",
-        )
+        write_file_set([(directory / name, writers[name]) for name in OUTPUT_FILES], what="report")
     except BaseException:
         remove_directories(created)
         raise
+    finally:
+        if request_log is not None:
+            request_log.written()
     return tuple(directory / name for name in OUTPUT_FILES)
 
 
-def _writer(data: bytes) -> Callable[[BinaryIO], None]:
+def _writer(data: bytes) -> Writer:
     return lambda handle: _write(handle, data)
+
+
+def _records_writer(result: ReplayResult, token_times: TokenTimesMode) -> Writer:
+    def write(handle: BinaryIO) -> None:
+        for record in result.requests:
+            _write(handle, request_line(record, token_times=token_times))
+
+    return write
 
 
 def _write(handle: BinaryIO, data: bytes) -> None:
     """Write ``data`` to an open binary file (a seam the tests use to inject a failure)."""
     handle.write(data)
+
+
+class RequestLog:
+    """``requests.jsonl`` written while a run goes on, one line as each request settles.
+
+    A run given a request log (``replay.run(..., request_log=log)``) writes each record's
+    line as soon as the request settles and every earlier record is written (records keep
+    their order: the workload's requests in workload order, then the others), and keeps no
+    records: ``result.requests`` is empty, the summary is the same. The lines go to a
+    temporary file in the output directory; :func:`write_outputs` with the same log makes it
+    ``requests.jsonl``, together with the other files, as a set. A log that is never written
+    (the run failed with no report, or was interrupted) is removed when its ``with`` block
+    ends, with any directory it created: nothing is left behind.
+
+    Usage::
+
+        with replay.RequestLog.open(out_dir, token_times="runs") as log:
+            result = replay.run(workload, topology=..., policy=..., request_log=log)
+            replay.write_outputs(result, out_dir, token_times="runs", request_log=log)
+
+    State: open (lines are appended) → finished (the file is complete, handed to
+    :func:`write_outputs`) → written or discarded.
+    """
+
+    def __init__(
+        self,
+        directory: Path,
+        temp: Path,
+        handle: BinaryIO,
+        token_times: TokenTimesMode,
+        created: list[Path],
+    ) -> None:
+        self.directory = directory
+        self.token_times: TokenTimesMode = token_times
+        self._temp = temp
+        self._handle: BinaryIO | None = handle
+        self._created = created
+        self._state = "open"
+
+    @classmethod
+    def open(
+        cls, out_dir: str | os.PathLike[str], *, token_times: TokenTimesMode = "full"
+    ) -> RequestLog:
+        """Create ``out_dir`` if needed and open the temporary file the lines go to.
+
+        Raises:
+            OutputError: the directory cannot be created or the file cannot be opened.
+            ValueError: ``token_times`` is unknown.
+        """
+        check_token_times(token_times)
+        directory = Path(out_dir)
+        created = make_directories(directory)
+        final = directory / REQUESTS_FILE
+        temp = temp_name(final, "tmp")
+        try:
+            fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+        except OSError as exc:
+            remove_directories(created)
+            raise OutputError(f"{final}: cannot write report: {exc.strerror or exc}") from exc
+        handle = os.fdopen(fd, "wb", buffering=_BUFFER)
+        return cls(directory, temp, handle, token_times, created)
+
+    def write(self, line: bytes) -> None:
+        """Append one line (the stream of the run calls this, in record order)."""
+        handle = self._handle
+        if handle is None:
+            raise ValueError("the request log is closed")
+        try:
+            handle.write(line)
+        except OSError as exc:
+            final = self.directory / REQUESTS_FILE
+            raise OutputError(f"{final}: cannot write report: {exc.strerror or exc}") from exc
+
+    def check_target(self, directory: Path, token_times: TokenTimesMode) -> None:
+        """Raise ``ValueError`` unless this log belongs in ``directory`` with ``token_times``."""
+        if directory.resolve() != self.directory.resolve():
+            raise ValueError(f"request_log: opened on {self.directory}, not on {directory}")
+        if token_times != self.token_times:
+            raise ValueError(
+                f"request_log: opened with token_times={self.token_times!r}, not {token_times!r}"
+            )
+        if self._state != "open":
+            raise ValueError(f"request_log: already {self._state}")
+
+    def finish(self) -> Path:
+        """Close the file (complete now); return its temporary path."""
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            handle.close()
+        self._state = "finished"
+        return self._temp
+
+    def written(self) -> None:
+        """The file was renamed into place, or removed with a failed set."""
+        self._state = "written"
+        self._created = []
+
+    def discard(self) -> None:
+        """Remove the temporary file and any directory :meth:`open` created."""
+        if self._state == "written":
+            return
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            with contextlib.suppress(OSError):
+                handle.close()
+        with contextlib.suppress(OSError):
+            self._temp.unlink(missing_ok=True)
+        remove_directories(self._created)
+        self._created = []
+        self._state = "discarded"
+
+    def __enter__(self) -> RequestLog:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.discard()
+
+
+_BUFFER = 1 << 20
 
 
 # --------------------------------------------------------------------------------------------
@@ -377,8 +466,8 @@ def format_table(result: ReplayResult) -> str:
         row(f"Mean {short} (ms)", _num(d.mean))
         row(f"Median {short} (ms)", _num(d.p50))
         row(f"P99 {short} (ms)", _num(d.p99))
-    if any(r.handoff is not None for r in result.requests):
-        phases = pd_phases(result)
+    phases = s.pd_phases
+    if phases is not None:
         title("Prefill/decode phases (mean / P99 ms)")
         for label, name in (
             ("Prefill queueing", "prefill_queueing_ms"),

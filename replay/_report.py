@@ -9,82 +9,47 @@ from the caller, and :mod:`replay._output` writes what the caller asks for.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal
 
 import attrs
-import numpy as np
-import numpy.typing as npt
 
 import simclock
-from engines import Journal, LifecycleEvent, RequestTrace, TokenTimes
-from loadgen import (
-    DriverReport,
-    PlayOutcome,
-    Request,
-    RequestOutcome,
-    Workload,
-    lineage_to_json,
-)
+from engines import Journal, LifecycleEvent
+from loadgen import DriverReport, PlayOutcome, Request, RequestOutcome, Workload
 
+from ._columns import RequestColumns
 from ._metrics import SLO, Distribution
+from ._pd_metrics import PDPhases
+from ._records import DRIVER_STATUSES, Settled, build_record, unreleased_record
+from ._records import TERMINAL_STATUSES as TERMINAL_STATUSES
+from ._records import AdmissionRecord as AdmissionRecord
+from ._records import Handoff as Handoff
+from ._records import RequestRecord as RequestRecord
+from ._records import TerminalStatus as TerminalStatus
+from ._stream import RecordStream
 
 __all__ = (
     "PLAY_OUTCOMES",
     "SCHEMA_VERSION",
-    "TERMINAL_STATUSES",
-    "AdmissionRecord",
     "EngineSummary",
     "EngineUsage",
     "EventCounter",
     "Goodput",
-    "Handoff",
     "LifecycleEvidence",
     "PlaySummary",
     "ReplayResult",
-    "RequestRecord",
     "RunMeta",
     "Summary",
-    "TerminalStatus",
     "finalize",
 )
 
 SCHEMA_VERSION = 1
 """Version of the report schema (``summary.json``, ``requests.jsonl``, ``config.json``)."""
 
-TerminalStatus = Literal[
-    "completed",
-    "rejected",
-    "unplaced",
-    "incomplete",
-    "failed",
-    "cancelled",
-    "skipped",
-    "never_issued",
-]
-"""The one terminal state each request ends in."""
-
-TERMINAL_STATUSES: tuple[TerminalStatus, ...] = (
-    "completed",
-    "rejected",
-    "unplaced",
-    "incomplete",
-    "failed",
-    "cancelled",
-    "skipped",
-    "never_issued",
-)
-"""Every terminal status, in the order the report lists them."""
-
 PLAY_OUTCOMES: tuple[str, ...] = ("completed", "failed", "incomplete")
 """Every play outcome (REFERENCE-workloads §5.3), in the order the report lists them."""
 
-# Statuses only the release driver knows: a request it cancelled, skipped or never issued.
-_DRIVER_STATUSES: frozenset[str] = frozenset({"cancelled", "skipped", "never_issued"})
-
 _NS_PER_MS = 1_000_000
 _NS_PER_S = 1_000_000_000
-
-IntArray = npt.NDArray[np.int64]
 
 
 # --------------------------------------------------------------------------------------------
@@ -112,133 +77,6 @@ class EventCounter:
 
 # --------------------------------------------------------------------------------------------
 # The result.
-
-
-@attrs.frozen
-class AdmissionRecord:
-    """One admission of a request, in milliseconds.
-
-    Attributes:
-        at_ms: virtual time of the admission.
-        reused_tokens: prefix-cache hit at this admission, in tokens.
-        is_readmission: True for an admission after a preemption.
-    """
-
-    at_ms: float
-    reused_tokens: int
-    is_readmission: bool
-
-
-@attrs.frozen
-class Handoff:
-    """The prefill→decode handoff of a request in a disaggregated topology (REFERENCE-engine §6).
-
-    Attributes:
-        prefill_worker: index of the prefill engine.
-        decode_worker: index of the decode engine.
-        prefill_admit_ms: admission on the prefill worker.
-        prefill_done_ms: end of the prefill.
-        destination_reserved_ms: when the decode worker reserved its blocks.
-        transfer_done_ms: end of the KV transfer.
-        decode_admit_ms: admission on the decode worker.
-        transfer_tokens: tokens whose KV was transferred.
-        transfer_ms: duration of the transfer.
-        decode_reused_tokens: tokens already resident on the decode worker.
-    """
-
-    prefill_worker: int | None = None
-    decode_worker: int | None = None
-    prefill_admit_ms: float | None = None
-    prefill_done_ms: float | None = None
-    destination_reserved_ms: float | None = None
-    transfer_done_ms: float | None = None
-    decode_admit_ms: float | None = None
-    transfer_tokens: int | None = None
-    transfer_ms: float | None = None
-    decode_reused_tokens: int | None = None
-
-
-@attrs.frozen
-class RequestRecord:
-    """Everything the report knows about one request; times in virtual milliseconds.
-
-    The per-request metrics (``ttft_ms`` ... ``queueing_delay_ms``) are set only for requests
-    in the metric population (status ``completed`` with at least one output token) and are the
-    values the summary distributions are built from.
-
-    Attributes:
-        request_id: the request id.
-        status: its terminal state.
-        engine: the engine that held it, None if it never reached one.
-        input_length: prompt tokens ``P``.
-        output_length: requested output tokens ``N``.
-        output_tokens: tokens actually produced.
-        reused_input_tokens: prefix-cache hit at the first admission.
-        num_preemptions: times it was preempted.
-        truncated: whether the output was cut at the context limit.
-        rejection_reason: why an engine rejected it, if one did.
-        failure_reason: why it failed, if it did.
-        arrival_ms: release at the frontend (None if never released).
-        tokenize_start_ms: start of tokenization (optional stage).
-        tokenized_ms: end of tokenization.
-        engine_arrival_ms: first arrival in an engine's waiting queue.
-        first_admit_ms: first admission.
-        first_token_ms: first produced token.
-        last_token_ms: last produced token.
-        terminal_ms: when it reached its terminal state.
-        ttft_ms: ``first_token - arrival``.
-        ttst_ms: ``second_token - first_token`` (two or more tokens).
-        tpot_ms: ``(last_token - first_token) / (n - 1)`` (two or more tokens).
-        e2e_ms: ``last_token - arrival``.
-        queueing_delay_ms: ``first_admit - engine_arrival``.
-        meets_slo: whether it meets every configured SLO; None without an SLO or outside the
-            metric population.
-        admissions: every admission, first included.
-        token_times_ms: the time of every produced token.
-        conversation_id: its conversation, if any.
-        turn_index: its position in the conversation.
-        play_id: its agentic play, if any.
-        phase: ``measure``, ``primer`` or ``warmup``.
-        lineage: conversation lineage as a JSON object, None when absent.
-        handoff: the prefill→decode handoff, None in an aggregated topology.
-        token_time_runs_ns: the token times as runs of equal spacing
-            ``(start_ns, step_ns, count)`` (``--token-times runs``).
-    """
-
-    request_id: str
-    status: TerminalStatus
-    engine: int | None
-    input_length: int
-    output_length: int
-    output_tokens: int
-    reused_input_tokens: int
-    num_preemptions: int
-    truncated: bool
-    rejection_reason: str | None
-    failure_reason: str | None
-    arrival_ms: float | None
-    tokenize_start_ms: float | None
-    tokenized_ms: float | None
-    engine_arrival_ms: float | None
-    first_admit_ms: float | None
-    first_token_ms: float | None
-    last_token_ms: float | None
-    terminal_ms: float | None
-    ttft_ms: float | None
-    ttst_ms: float | None
-    tpot_ms: float | None
-    e2e_ms: float | None
-    queueing_delay_ms: float | None
-    meets_slo: bool | None
-    admissions: tuple[AdmissionRecord, ...]
-    token_times_ms: tuple[float, ...]
-    conversation_id: str | None = None
-    turn_index: int | None = None
-    play_id: str | None = None
-    phase: str = "measure"
-    lineage: Mapping[str, object] | None = None
-    handoff: Handoff | None = None
-    token_time_runs_ns: tuple[tuple[int, int, int], ...] = attrs.field(default=(), repr=False)
 
 
 @attrs.frozen
@@ -385,6 +223,8 @@ class Summary:
             run's span, preparation included).
         plays: agentic play outcomes and trajectory latency; None when the workload has no
             plays (or the run kept no release accounting).
+        pd_phases: where the time to first token goes in a prefill/decode run; None when no
+            request had a prefill/decode handoff.
     """
 
     requests: int
@@ -415,6 +255,7 @@ class Summary:
     preemptions: int
     engines: tuple[EngineSummary, ...]
     plays: PlaySummary | None = None
+    pd_phases: PDPhases | None = None
 
 
 @attrs.frozen
@@ -475,7 +316,9 @@ class ReplayResult:
     Attributes:
         summary: the metrics.
         requests: one record per request: the workload's requests in workload order, then any
-            other request the journal saw (e.g. play instances) in first-event order.
+            other request the journal saw (e.g. play instances) in first-event order. Empty
+            when the run streamed its records instead of keeping them (``replay.RequestLog``):
+            the summary is the same either way.
         evidence: lifecycle event and terminal-status counts.
         meta: run metadata.
         workload_source: the workload's source label.
@@ -488,220 +331,6 @@ class ReplayResult:
     meta: RunMeta
     workload_source: str | None = None
     workload_format: str | None = None
-
-
-# --------------------------------------------------------------------------------------------
-# finalize
-
-
-def _ms(ns: int | None) -> float | None:
-    return None if ns is None else ns / _NS_PER_MS
-
-
-def _status_of(trace: RequestTrace | None) -> TerminalStatus:
-    """The terminal status of a request; derived when the run left it unset.
-
-    No trace: the request was never released (``never_issued``). Released but never reached
-    an engine: the policy held it (``unplaced``). Reached an engine without a terminal state:
-    in flight when the run stopped (``incomplete``).
-    """
-    if trace is None:
-        return "never_issued"
-    status = trace.terminal_status
-    if status is None:
-        if trace.engine is None and trace.engine_arrival_ns is None:
-            return "unplaced"
-        return "incomplete"
-    if status not in TERMINAL_STATUSES:
-        raise simclock.InternalError(
-            f"request {trace.request_id!r} has unknown terminal status {status!r}"
-        )
-    return status
-
-
-def _identity_fields(request: Request | None) -> dict[str, object]:
-    if request is None:
-        return {}
-    identity = request.identity
-    return {
-        "conversation_id": identity.conversation_id,
-        "turn_index": identity.turn_index,
-        "play_id": identity.play_id,
-        "phase": identity.phase,
-        "lineage": lineage_to_json(identity.lineage),
-    }
-
-
-def _handoff(trace: RequestTrace) -> Handoff | None:
-    if trace.prefill_worker is None and trace.decode_worker is None:
-        return None
-    return Handoff(
-        prefill_worker=trace.prefill_worker,
-        decode_worker=trace.decode_worker,
-        prefill_admit_ms=_ms(trace.prefill_admit_ns),
-        prefill_done_ms=_ms(trace.prefill_done_ns),
-        destination_reserved_ms=_ms(trace.destination_reserved_ns),
-        transfer_done_ms=_ms(trace.transfer_done_ns),
-        decode_admit_ms=_ms(trace.decode_admit_ns),
-        transfer_tokens=trace.transfer_tokens,
-        transfer_ms=trace.transfer_ms,
-        decode_reused_tokens=trace.decode_reused_tokens,
-    )
-
-
-@attrs.define
-class _Accumulator:
-    """Samples gathered over the metric population while building records."""
-
-    ttft: list[float] = attrs.Factory(list)
-    ttst: list[float] = attrs.Factory(list)
-    tpot: list[float] = attrs.Factory(list)
-    e2e: list[float] = attrs.Factory(list)
-    queueing: list[float] = attrs.Factory(list)
-    tokenization: list[float] = attrs.Factory(list)
-    routing: list[float] = attrs.Factory(list)
-    gaps_ns: list[IntArray] = attrs.Factory(list)
-    good: int = 0
-    good_output_tokens: int = 0
-    # The measured span (phase ``measure`` only, REFERENCE-workloads §5.6, §5.7): the latest
-    # completion and the earliest arrival of measure requests.
-    last_completion_ns: int | None = None
-    first_arrival_ns: int | None = None
-    # The whole run's span, preparation included: the engines' utilisation is over it.
-    run_last_completion_ns: int | None = None
-    run_first_arrival_ns: int | None = None
-
-    def span(self, *, measured: bool) -> int | None:
-        """Latest completion minus earliest arrival, in ns (None without both)."""
-        if measured:
-            last, first = self.last_completion_ns, self.first_arrival_ns
-        else:
-            last, first = self.run_last_completion_ns, self.run_first_arrival_ns
-        return None if last is None or first is None else last - first
-
-
-def _record(
-    request: Request | None,
-    trace: RequestTrace | None,
-    *,
-    slo: SLO | None,
-    acc: _Accumulator,
-    outcome: RequestOutcome | None = None,
-) -> RequestRecord:
-    status = _status_of(trace)
-    if outcome is not None and outcome.status in _DRIVER_STATUSES:
-        status = outcome.status  # type: ignore[assignment]
-    if request is None and outcome is not None:
-        request = outcome.request
-    identity = _identity_fields(request)
-    if request is None and outcome is not None:
-        identity = {"play_id": outcome.play_id, "phase": outcome.phase}
-    if trace is None:
-        if request is None:
-            raise simclock.InternalError("a record needs a request or a trace")
-        return _untraced_record(
-            request.id,
-            status,
-            input_length=request.input_length,
-            output_length=request.output_length,
-            identity=identity,
-        )
-
-    held = trace.token_times_ns
-    if not isinstance(held, TokenTimes):  # a trace built by hand may hold a plain list
-        held = TokenTimes(held)
-    tokens_ns = held.array()
-    n = int(tokens_ns.size)
-    ttft = ttst = tpot = e2e = queueing = None
-    meets: bool | None = None
-    arrival_ns = trace.arrival_ns
-    # Primer and warm-up requests are never measured (REFERENCE-workloads §5.6).
-    measured = identity.get("phase", "measure") == "measure"
-    if arrival_ns is not None:
-        acc.run_first_arrival_ns = _earliest(acc.run_first_arrival_ns, arrival_ns)
-        if measured:
-            acc.first_arrival_ns = _earliest(acc.first_arrival_ns, arrival_ns)
-    if status == "completed":
-        if trace.terminal_ns is None:
-            raise simclock.InternalError(f"completed request {trace.request_id!r} has no end time")
-        acc.run_last_completion_ns = _latest(acc.run_last_completion_ns, trace.terminal_ns)
-        if measured:
-            acc.last_completion_ns = _latest(acc.last_completion_ns, trace.terminal_ns)
-    if status == "completed" and n >= 1 and measured:
-        if arrival_ns is None:
-            raise simclock.InternalError(f"completed request {trace.request_id!r} has no arrival")
-        first, last = int(tokens_ns[0]), int(tokens_ns[-1])
-        ttft = (first - arrival_ns) / _NS_PER_MS
-        e2e = (last - arrival_ns) / _NS_PER_MS
-        acc.ttft.append(ttft)
-        acc.e2e.append(e2e)
-        if n >= 2:
-            ttst = (int(tokens_ns[1]) - first) / _NS_PER_MS
-            tpot = (last - first) / (n - 1) / _NS_PER_MS
-            acc.ttst.append(ttst)
-            acc.tpot.append(tpot)
-            acc.gaps_ns.append(np.diff(tokens_ns))
-        if trace.first_admit_ns is not None and trace.engine_arrival_ns is not None:
-            queueing = (trace.first_admit_ns - trace.engine_arrival_ns) / _NS_PER_MS
-            acc.queueing.append(queueing)
-        if trace.tokenized_ns is not None:
-            acc.tokenization.append((trace.tokenized_ns - arrival_ns) / _NS_PER_MS)
-        if trace.engine_arrival_ns is not None:
-            ready_ns = arrival_ns if trace.tokenized_ns is None else trace.tokenized_ns
-            acc.routing.append((trace.engine_arrival_ns - max(arrival_ns, ready_ns)) / _NS_PER_MS)
-        if slo is not None:
-            meets = slo.met(ttft_ms=ttft, tpot_ms=tpot, e2e_ms=e2e)
-            if meets:
-                acc.good += 1
-                acc.good_output_tokens += n
-
-    return RequestRecord(
-        request_id=trace.request_id,
-        status=status,
-        engine=trace.engine,
-        input_length=trace.input_length,
-        output_length=trace.output_length,
-        output_tokens=n,
-        reused_input_tokens=trace.reused_input_tokens or 0,
-        num_preemptions=trace.num_preemptions,
-        truncated=trace.truncated,
-        rejection_reason=trace.rejection_reason,
-        failure_reason=trace.failure_reason,
-        arrival_ms=_ms(arrival_ns),
-        tokenize_start_ms=_ms(trace.tokenize_start_ns),
-        tokenized_ms=_ms(trace.tokenized_ns),
-        engine_arrival_ms=_ms(trace.engine_arrival_ns),
-        first_admit_ms=_ms(trace.first_admit_ns),
-        first_token_ms=float(tokens_ns[0]) / _NS_PER_MS if n else None,
-        last_token_ms=float(tokens_ns[-1]) / _NS_PER_MS if n else None,
-        terminal_ms=_ms(trace.terminal_ns),
-        ttft_ms=ttft,
-        ttst_ms=ttst,
-        tpot_ms=tpot,
-        e2e_ms=e2e,
-        queueing_delay_ms=queueing,
-        meets_slo=meets,
-        admissions=tuple(
-            AdmissionRecord(
-                at_ms=a.at_ns / _NS_PER_MS,
-                reused_tokens=a.reused_tokens,
-                is_readmission=a.is_readmission,
-            )
-            for a in trace.admissions
-        ),
-        token_times_ms=tuple((tokens_ns / _NS_PER_MS).tolist()),
-        handoff=_handoff(trace),
-        token_time_runs_ns=tuple(held.runs()),
-        **identity,  # type: ignore[arg-type]
-    )
-
-
-def _earliest(current: int | None, value: int) -> int:
-    return value if current is None or value < current else current
-
-
-def _latest(current: int | None, value: int) -> int:
-    return value if current is None or value > current else current
 
 
 def _rate(amount: float, duration_s: float | None) -> float | None:
@@ -721,6 +350,7 @@ def finalize(
     meta: RunMeta,
     slo: SLO | None = None,
     driver: DriverReport | None = None,
+    stream: RecordStream | None = None,
 ) -> ReplayResult:
     """Turn a finished run's journal into a :class:`ReplayResult`.
 
@@ -741,18 +371,22 @@ def finalize(
 
     Summary metrics are over the measured cohort (completed requests of phase ``measure``,
     REFERENCE-workloads §5.6, §5.7); status counts, preemptions and engine figures cover
-    every request.
+    every request. They are computed from compact per-request columns
+    (``replay/_columns.py``), whether the records are kept or streamed.
 
     Args:
-        journal: the run's journal: its ``traces`` give every record; its kept ``events`` are
-            counted unless ``meta.event_counts`` is given.
+        journal: the run's journal: its ``traces`` give every record not yet streamed; its
+            kept ``events`` are counted unless ``meta.event_counts`` is given.
         workload: the workload that was replayed.
         meta: run metadata measured by the runner.
         slo: service-level objectives for goodput; None (or an empty SLO) for none.
         driver: the release driver's accounting (``loadgen.DriverReport``), or None.
+        stream: the stream that took the records of requests that settled during the run
+            (the runner's, when it streams them); None: every record is built here and kept.
 
     Returns:
-        The typed result: summary, per-request records, lifecycle evidence, metadata.
+        The typed result: summary, per-request records (unless streamed), lifecycle
+        evidence, metadata.
 
     Raises:
         simclock.InternalError: a trace is inconsistent (unknown status, a completed request
@@ -760,23 +394,29 @@ def finalize(
     """
     if slo is not None and slo.is_empty:
         slo = None
+    if stream is None:
+        stream = RecordStream(workload.requests)
     traces = journal.traces
-    acc = _Accumulator()
-    records: list[RequestRecord] = []
     seen: set[str] = set()
     if driver is None:
-        for request in workload.requests:
+        for position, request in enumerate(workload.requests):
             seen.add(request.id)
-            records.append(_record(request, traces.get(request.id), slo=slo, acc=acc))
+            if not stream.settled(position):
+                stream.put(position, build_record(request, traces.get(request.id), slo=slo))
     else:
         outcomes = {o.request_id: o for o in driver.requests}
-        for request in workload.requests:
+        for position, request in enumerate(workload.requests):
             found = outcomes.get(request.id)
+            if stream.settled(position):
+                seen.add(request.id)
+                _check_settled(stream, position, request, found)
+                continue
             trace = traces.get(request.id)
             if found is None and trace is None:
+                stream.skip(position)
                 continue  # ran as a play instance, or snapshot history
             seen.add(request.id)
-            records.append(_record(request, trace, slo=slo, acc=acc, outcome=found))
+            stream.put(position, build_record(request, trace, slo=slo, outcome=found))
         by_id = {r.id: r for r in workload.requests} if workload.plays else {}
         for found in driver.requests:
             if found.request_id in seen:
@@ -784,82 +424,25 @@ def finalize(
             seen.add(found.request_id)
             trace = traces.get(found.request_id)
             if trace is None:
-                records.append(_unreleased_record(found, by_id))
+                settled = Settled(unreleased_record(found, by_id))
             else:
-                records.append(_record(None, trace, slo=slo, acc=acc, outcome=found))
+                settled = build_record(None, trace, slo=slo, outcome=found)
+            stream.put(stream.next_extra(), settled)
     for request_id, trace in traces.items():
         if request_id not in seen:
-            records.append(_record(None, trace, slo=slo, acc=acc))
-
-    status_counts: dict[str, int] = dict.fromkeys(TERMINAL_STATUSES, 0)
-    for record in records:
-        status_counts[record.status] += 1
-
-    # Summary metrics are over the measured cohort: completed requests of phase ``measure``
-    # (REFERENCE-workloads §5.6, §5.7); status counts and engine figures cover every request.
-    measured = [r for r in records if r.phase == "measure"]
-    completed = [r for r in measured if r.status == "completed"]
-    duration_ns = acc.span(measured=True)
-    duration_s = None if duration_ns is None else duration_ns / _NS_PER_S
-
-    total_input = sum(r.input_length for r in completed)
-    total_output = sum(r.output_tokens for r in completed)
-    reused_first = sum(r.reused_input_tokens for r in completed)
-    reused_all = sum(a.reused_tokens for r in completed for a in r.admissions)
-
-    gaps_ns = np.concatenate(acc.gaps_ns) if acc.gaps_ns else np.zeros(0, dtype=np.int64)
-    itl_ms = gaps_ns / _NS_PER_MS
-    positive = itl_ms[gaps_ns > 0]
-
-    goodput: Goodput | None = None
-    if slo is not None:
-        goodput = Goodput(
-            count=acc.good,
-            request_goodput=_rate(acc.good, duration_s),
-            output_throughput=_rate(acc.good_output_tokens, duration_s),
-            attainment=_ratio(acc.good, len(completed)),
-            attainment_of_all=_ratio(acc.good, len(measured)),
-        )
-
-    summary = Summary(
-        requests=len(records),
-        status_counts=status_counts,
-        completed=len(completed),
-        duration_s=duration_s,
-        total_input_tokens=total_input,
-        total_output_tokens=total_output,
-        request_throughput=_rate(len(completed), duration_s),
-        input_throughput=_rate(total_input, duration_s),
-        output_throughput=_rate(total_output, duration_s),
-        total_token_throughput=_rate(total_input + total_output, duration_s),
-        ttft_ms=Distribution.of(acc.ttft),
-        ttst_ms=Distribution.of(acc.ttst),
-        tpot_ms=Distribution.of(acc.tpot),
-        itl_ms=Distribution.of(itl_ms),
-        e2el_ms=Distribution.of(acc.e2e),
-        queueing_delay_ms=Distribution.of(acc.queueing),
-        tokenization_ms=Distribution.of(acc.tokenization),
-        routing_delay_ms=Distribution.of(acc.routing),
-        output_tokens_per_s_per_user=Distribution.of(1000.0 / positive),
-        slo=slo,
-        goodput=goodput,
-        reused_input_tokens=reused_first,
-        reused_input_tokens_with_readmissions=reused_all,
-        prefix_reuse_ratio=_ratio(reused_first, total_input),
-        prefix_reuse_ratio_with_readmissions=_ratio(reused_all, total_input),
-        preemptions=sum(r.num_preemptions for r in records),
-        engines=_engine_summaries(records, meta.engines, acc.span(measured=False)),
-        plays=None if driver is None or not driver.plays else PlaySummary.of(driver),
-    )
+            stream.put(stream.next_extra(), build_record(None, trace, slo=slo))
+    records = stream.close()
+    columns = stream.columns
+    summary = _summary(columns, slo=slo, meta=meta, driver=driver)
     evidence = LifecycleEvidence(
-        event_counts=_event_counts(journal, meta, records),
-        status_counts=dict(status_counts),
-        accounted=sum(status_counts.values()),
-        requests=len(records),
+        event_counts=_event_counts(journal, meta, columns),
+        status_counts=dict(summary.status_counts),
+        accounted=sum(summary.status_counts.values()),
+        requests=len(columns),
     )
     return ReplayResult(
         summary=summary,
-        requests=tuple(records),
+        requests=records,
         evidence=evidence,
         meta=meta,
         workload_source=workload.source,
@@ -867,92 +450,89 @@ def finalize(
     )
 
 
-def _corpus_request(outcome: RequestOutcome, by_id: Mapping[str, Request]) -> Request | None:
-    """The corpus request a play instance request was made from (``P#k/x`` → ``P/x``)."""
-    play = outcome.play_id
-    if play is None or "#" not in play or not outcome.request_id.startswith(play):
-        return None
-    corpus_play = play.rsplit("#", 1)[0]
-    return by_id.get(corpus_play + outcome.request_id[len(play) :])
-
-
-def _unreleased_record(outcome: RequestOutcome, by_id: Mapping[str, Request]) -> RequestRecord:
-    """The record of a play instance request the driver never released (no trace).
-
-    Lengths and identity come from the request the driver ran (``outcome.request``); an
-    outcome without one (built by hand) falls back to the corpus request's lengths and to
-    the play id and phase the outcome names.
-    """
-    status = outcome.status if outcome.status in TERMINAL_STATUSES else "never_issued"
-    request = outcome.request
-    if request is not None:
-        return _untraced_record(
-            outcome.request_id,
-            status,
-            input_length=request.input_length,
-            output_length=request.output_length,
-            terminal_ms=_ms(outcome.terminal_ns),
-            identity=_identity_fields(request),
+def _check_settled(
+    stream: RecordStream, position: int, request: Request, found: RequestOutcome | None
+) -> None:
+    """A record streamed during the run has the status the driver's accounting gives it."""
+    status = stream.settled_status(position)
+    if found is not None and found.status in DRIVER_STATUSES and found.status != status:
+        raise simclock.InternalError(
+            f"request {request.id!r} settled {status} during the run but the driver "
+            f"reports it {found.status}"
         )
-    corpus = _corpus_request(outcome, by_id)
-    return _untraced_record(
-        outcome.request_id,
-        status,
-        input_length=0 if corpus is None else corpus.input_length,
-        output_length=0 if corpus is None else corpus.output_length,
-        terminal_ms=_ms(outcome.terminal_ns),
-        identity={"play_id": outcome.play_id, "phase": outcome.phase},
-    )
 
 
-def _untraced_record(
-    request_id: str,
-    status: str,
-    *,
-    input_length: int,
-    output_length: int,
-    identity: Mapping[str, Any],
-    terminal_ms: float | None = None,
-) -> RequestRecord:
-    """The record of a request that never reached an engine: no timeline, no tokens."""
-    return RequestRecord(
-        request_id=request_id,
-        status=status,  # type: ignore[arg-type]
-        engine=None,
-        input_length=input_length,
-        output_length=output_length,
-        output_tokens=0,
-        reused_input_tokens=0,
-        num_preemptions=0,
-        truncated=False,
-        rejection_reason=None,
-        failure_reason=None,
-        arrival_ms=None,
-        tokenize_start_ms=None,
-        tokenized_ms=None,
-        engine_arrival_ms=None,
-        first_admit_ms=None,
-        first_token_ms=None,
-        last_token_ms=None,
-        terminal_ms=terminal_ms,
-        ttft_ms=None,
-        ttst_ms=None,
-        tpot_ms=None,
-        e2e_ms=None,
-        queueing_delay_ms=None,
-        meets_slo=None,
-        admissions=(),
-        token_times_ms=(),
-        **identity,
+def _summary(
+    columns: RequestColumns, *, slo: SLO | None, meta: RunMeta, driver: DriverReport | None
+) -> Summary:
+    """The summary of a run's records, from their columns."""
+    status_counts = columns.status_counts()
+    measured, completed = columns.masks()
+    n_completed = int(completed.sum())
+    n_measured = int(measured.sum())
+    duration_ns = columns.span(measured=True)
+    duration_s = None if duration_ns is None else duration_ns / _NS_PER_S
+
+    output_tokens = columns.ints("output_tokens")
+    total_input = int(columns.ints("input_length")[completed].sum())
+    total_output = int(output_tokens[completed].sum())
+    reused_first = int(columns.ints("reused_first")[completed].sum())
+    reused_all = int(columns.ints("reused_all")[completed].sum())
+
+    gaps_ns = columns.gaps_ns()
+    itl_ms = gaps_ns / _NS_PER_MS
+    positive = itl_ms[gaps_ns > 0]
+
+    goodput: Goodput | None = None
+    if slo is not None:
+        good = columns.ints("good").astype(bool)
+        good_count = int(good.sum())
+        good_output = int(output_tokens[good].sum())
+        goodput = Goodput(
+            count=good_count,
+            request_goodput=_rate(good_count, duration_s),
+            output_throughput=_rate(good_output, duration_s),
+            attainment=_ratio(good_count, n_completed),
+            attainment_of_all=_ratio(good_count, n_measured),
+        )
+
+    return Summary(
+        requests=len(columns),
+        status_counts=status_counts,
+        completed=n_completed,
+        duration_s=duration_s,
+        total_input_tokens=total_input,
+        total_output_tokens=total_output,
+        request_throughput=_rate(n_completed, duration_s),
+        input_throughput=_rate(total_input, duration_s),
+        output_throughput=_rate(total_output, duration_s),
+        total_token_throughput=_rate(total_input + total_output, duration_s),
+        ttft_ms=Distribution.of(columns.sample("ttft_ms")),
+        ttst_ms=Distribution.of(columns.sample("ttst_ms")),
+        tpot_ms=Distribution.of(columns.sample("tpot_ms")),
+        itl_ms=Distribution.of(itl_ms),
+        e2el_ms=Distribution.of(columns.sample("e2e_ms")),
+        queueing_delay_ms=Distribution.of(columns.sample("queueing_ms")),
+        tokenization_ms=Distribution.of(columns.sample("tokenization_ms")),
+        routing_delay_ms=Distribution.of(columns.sample("routing_ms")),
+        output_tokens_per_s_per_user=Distribution.of(1000.0 / positive),
+        slo=slo,
+        goodput=goodput,
+        reused_input_tokens=reused_first,
+        reused_input_tokens_with_readmissions=reused_all,
+        prefix_reuse_ratio=_ratio(reused_first, total_input),
+        prefix_reuse_ratio_with_readmissions=_ratio(reused_all, total_input),
+        preemptions=int(columns.ints("preemptions").sum()),
+        engines=_engine_summaries(columns, meta.engines, columns.span(measured=False)),
+        plays=None if driver is None or not driver.plays else PlaySummary.of(driver),
+        pd_phases=columns.pd_phases(),
     )
 
 
 _PER_PASS_KINDS = frozenset({"prefill_chunk"})
 
 
-def _event_counts(
-    journal: Journal, meta: RunMeta, records: Sequence[RequestRecord]
-) -> dict[str, int]:
+def _event_counts(journal: Journal, meta: RunMeta, columns: RequestColumns) -> dict[str, int]:
     """Event counts that do not depend on whether the run was observed.
 
     Engines fold per-token events straight into the traces when no one keeps or watches the
@@ -968,7 +548,7 @@ def _event_counts(
         counts = counter.counts
     for kind in _PER_PASS_KINDS:
         counts.pop(kind, None)
-    tokens = sum(max(r.output_tokens - 1, 0) for r in records)
+    tokens = columns.token_events()
     if tokens:
         counts["token"] = tokens
     else:
@@ -976,33 +556,16 @@ def _event_counts(
     return dict(sorted(counts.items()))
 
 
-def _owner(record: RequestRecord) -> int | None:
-    """The engine a request's completion and preemptions count on: its decode engine once a
-    prefill/decode handoff reached one, else the engine it was placed on."""
-    if record.handoff is not None and record.handoff.decode_worker is not None:
-        return record.handoff.decode_worker
-    return record.engine
-
-
 def _engine_summaries(
-    records: Sequence[RequestRecord],
+    columns: RequestColumns,
     usage: Sequence[EngineUsage],
     duration_ns: int | None,
 ) -> tuple[EngineSummary, ...]:
     by_index = {u.index: u for u in usage}
-    indices = set(by_index)
-    owners = [_owner(r) for r in records]
-    indices.update(owner for owner in owners if owner is not None)
-    preemptions = dict.fromkeys(indices, 0)
-    completed = dict.fromkeys(indices, 0)
-    for record, owner in zip(records, owners, strict=True):
-        if owner is None:
-            continue
-        preemptions[owner] += record.num_preemptions
-        if record.status == "completed":
-            completed[owner] += 1
+    counts = columns.engine_counts(sorted(by_index))
     summaries = []
-    for index in sorted(indices):
+    for index in sorted(counts):
+        preemptions, completed = counts[index]
         u = by_index.get(index)
         busy_ms = None if u is None else u.busy_ns / _NS_PER_MS
         utilisation = None
@@ -1014,8 +577,8 @@ def _engine_summaries(
                 busy_ms=busy_ms,
                 utilisation=utilisation,
                 passes=None if u is None else u.passes,
-                preemptions=preemptions[index],
-                completed=completed[index],
+                preemptions=preemptions,
+                completed=completed,
             )
         )
     return tuple(summaries)

@@ -41,8 +41,11 @@ from policies import Policy, PolicyRuntime, policy_name
 
 from ._exceptions import ReplayFailedError, ReplayInterrupted, WorkloadValidationError
 from ._metrics import SLO
+from ._output import RequestLog
 from ._prepare import PreparedWorkload, prepare
+from ._records import build_record
 from ._report import EngineUsage, ReplayResult, RunMeta, finalize
+from ._stream import RecordStream
 from ._topology import Topology
 from ._watch import NO_PROGRESS_S, NO_PROGRESS_WAKEUPS, ProgressWatch
 
@@ -156,6 +159,8 @@ class _Run:
     seed: int = attrs.field(default=0, kw_only=True)
     stepping: Stepping = attrs.field(default="macro", kw_only=True)
     load: LoadMode = attrs.field(factory=LoadMode, kw_only=True)
+    stream: RecordStream | None = attrs.field(default=None, kw_only=True)
+    slo: SLO | None = attrs.field(default=None, kw_only=True)
     journal: RunJournal = attrs.field(init=False)
     engines: tuple[Engine, ...] = attrs.field(init=False)
     runtime: PolicyRuntime = attrs.field(init=False)
@@ -173,6 +178,7 @@ class _Run:
     _side_tasks: list[asyncio.Task[Any]] = attrs.field(factory=list, init=False)
     _clock_watch: Callable[[int], None] | None = attrs.field(default=None, init=False)
     _progress_ns: int = attrs.field(default=0, init=False)
+    _to_settle: list[str] = attrs.field(factory=list, init=False)
 
     def __attrs_post_init__(self) -> None:
         if self.cutoff_ns is not None and self.load.max_virtual_time_s is None:
@@ -304,6 +310,8 @@ class _Run:
     # -- release path -------------------------------------------------------------------------
 
     def _release(self, request: Request) -> None:
+        if self._to_settle:
+            self.settle()
         now = simclock.now_ns()
         self._released += 1
         self._progress_ns = now
@@ -353,7 +361,32 @@ class _Run:
         trace = self.journal.traces[rid]
         self.runtime.request_terminal(trace)
         self.driver.on_terminal(rid, trace.terminal_status or "failed")
+        if self.stream is not None:
+            self._to_settle.append(rid)
         self._check_done()
+
+    def settle(self) -> None:
+        """Stream the records of the requests that became terminal since the last call, and
+        drop their traces (workload requests only: the others, play instances, settle at the
+        end in the order the report lists them).
+
+        Called from the release path and before the report, not from the engine's terminal
+        event: the engine's step stays short, and an interrupt never lands in the middle of
+        it because of this work.
+        """
+        stream = self.stream
+        queue = self._to_settle
+        if stream is None or not queue:
+            return
+        self._to_settle = []
+        journal = self.journal
+        requests = stream.requests
+        for rid in queue:
+            position = stream.position(rid)
+            if position is None:
+                continue
+            trace = journal.forget(rid)
+            stream.put(position, build_record(requests[position], trace, slo=self.slo))
 
     def _check_done(self) -> None:
         if self.load.profile is not None:
@@ -506,6 +539,7 @@ def run(
     keep_events: bool = False,
     config: Mapping[str, object] | None = None,
     stepping: Stepping = "macro",
+    request_log: RequestLog | None = None,
 ) -> ReplayResult:
     """Replay ``workload`` through ``topology``'s engines under ``policy``; return the report.
 
@@ -532,6 +566,11 @@ def run(
         stepping: ``"macro"`` (default): engines jump over runs of passes whose outcome is
             determined (docs/explanation/macro-stepping.md); ``"pass"``: one engine deadline
             per pass, the reference behaviour. Both give the same results, byte for byte.
+        request_log: stream the per-request records to this :class:`replay.RequestLog` as
+            requests settle, keeping neither the records nor the settled requests' traces
+            (memory stays proportional to the requests in flight); the result's
+            ``requests`` is then empty and its summary the same. Write the report with
+            ``write_outputs(result, ..., request_log=request_log)``.
 
     Returns:
         The :class:`replay.ReplayResult`.
@@ -557,6 +596,8 @@ def run(
         keep_events=keep_events,
         config=config,
         stepping=stepping,
+        slo=slo,
+        request_log=request_log,
     )
     with _collector_paused():
         wall_start = time.perf_counter()
@@ -601,12 +642,15 @@ def setup_run(
     keep_events: bool = False,
     config: Mapping[str, object] | None = None,
     stepping: Stepping = "macro",
+    slo: SLO | None = None,
+    request_log: RequestLog | None = None,
 ) -> tuple[_Run, dict[str, Any]]:
     """Validate the options and build one replay, exactly as :func:`run` does, without running.
 
     Shared by :func:`run` and the step-by-step replay session so both build (and echo) the
     same run. Returns the replay (call ``build()`` then run ``main()`` on a fresh virtual loop)
-    and its configuration echo.
+    and its configuration echo. With ``request_log``, records stream to it as requests settle
+    (``slo`` decides their ``meets_slo``; give the same SLO to :func:`report_run`).
 
     Raises:
         WorkloadValidationError: the workload or an option is invalid.
@@ -630,6 +674,15 @@ def setup_run(
         load = attrs.evolve(load, max_virtual_time_s=max_virtual_time_s)
     prepared = prepare(workload, engine_block_size=topology.block_size, tokenizer=tokenizer)
     seeds = tuple(np.random.SeedSequence(seed).spawn(len(SEED_STREAMS)))
+    stream = None
+    if request_log is not None:
+        stream = RecordStream(
+            workload.requests,
+            keep=False,
+            write=request_log.write,
+            token_times=request_log.token_times,
+            spill_dir=str(request_log.directory),
+        )
     replay = _Run(
         prepared,
         topology,
@@ -641,6 +694,8 @@ def setup_run(
         seed=seed,
         load=load,
         stepping=stepping,
+        stream=stream,
+        slo=None if slo is None or slo.is_empty else slo,
     )
     echo: dict[str, Any] = {
         "seed": seed,
@@ -676,6 +731,7 @@ def report_run(
     Raises:
         ReplayFailedError: a step failed; its ``result`` holds the report.
     """
+    replay.settle()
     failure = (
         replay.runtime.failure
         or replay.engine_failure
@@ -692,7 +748,12 @@ def report_run(
         engines=replay.engine_usage(),
     )
     result = finalize(
-        replay.journal, workload=workload, meta=meta, slo=slo, driver=replay.driver_report
+        replay.journal,
+        workload=workload,
+        meta=meta,
+        slo=slo,
+        driver=replay.driver_report,
+        stream=replay.stream,
     )
     if failure is not None:
         raise ReplayFailedError(

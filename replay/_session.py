@@ -41,6 +41,7 @@ from simclock import get_logger, log_context
 
 from ._exceptions import ReplayFailedError, ReplayInterrupted
 from ._metrics import SLO
+from ._output import RequestLog
 from ._report import ReplayResult
 from ._runner import Stepping, TokenizerStageLike, _Run, abandon_loop, report_run, setup_run
 from ._topology import Topology
@@ -388,6 +389,7 @@ class ReplaySession:
         history: bool = True,
         run_id: str | None = None,
         stepping: Stepping = "macro",
+        request_log: RequestLog | None = None,
     ) -> ReplaySession:
         """Build a replay exactly as :func:`replay.run` would, without running anything.
 
@@ -411,6 +413,8 @@ class ReplaySession:
                 ``"<workload source>#<seed>"``).
             stepping: ``"macro"`` or ``"pass"``, as in :func:`replay.run`; the session shows
                 the same state at every instant either way.
+            request_log: stream the records as requests settle, as in :func:`replay.run`
+                (a settled request's trace is then dropped: :meth:`request` no longer shows it).
 
         Returns:
             The session, at virtual time 0 with nothing run.
@@ -429,6 +433,8 @@ class ReplaySession:
             keep_events=keep_events,
             config=config,
             stepping=stepping,
+            slo=slo,
+            request_log=request_log,
         )
         rid = f"{workload.source}#{seed}" if run_id is None else run_id
         return cls(run, workload, slo, echo, history, rid)

@@ -209,13 +209,22 @@ class TimelineRecorder:
     closed spans, instants, flows and counter samples so far. The recorder only reads what
     it is given: recording never changes a run.
 
+    With a ``filter``, the recorder keeps only what the filter can show: spans, instants,
+    flows, dispatches and counter samples outside the window or of other requests are
+    dropped as they are recorded, and so are passes outside the window (a pass ends where
+    it ends, and starts no earlier than the previous pass's end, so both are known in time).
+    Its memory follows the window, not the run; the timeline is the one the same filter
+    gives over a recorder that kept everything.
+
     Attributes:
         views: the engines' read-only views, by engine index (sampled for counters).
         engine_names: display names by engine index (default ``engine <i>`` plus the role).
+        filter: the window and requests the timeline will show; applied while recording.
     """
 
     views: Sequence[EngineCounters] = attrs.field(default=(), kw_only=True)
     engine_names: Sequence[str] = attrs.field(default=(), kw_only=True)
+    filter: TimelineFilter = attrs.field(factory=lambda: TimelineFilter(), kw_only=True)
     _open: dict[str, _Open] = attrs.field(factory=dict, init=False)
     _spans: list[_Span] = attrs.field(factory=list, init=False)
     _instants: list[_Instant] = attrs.field(factory=list, init=False)
@@ -233,6 +242,10 @@ class TimelineRecorder:
     _engines_seen: set[int] = attrs.field(factory=set, init=False)
     _uses_link: bool = attrs.field(default=False, init=False)
     _last_ns: int = attrs.field(default=0, init=False)
+    # per engine: the latest end of a pass that ended before the window (not kept), and the
+    # first end of a pass after the window's end (later passes start after it: not kept)
+    _ended_before: dict[int, int] = attrs.field(factory=dict, init=False)
+    _ended_after: dict[int, int] = attrs.field(factory=dict, init=False)
 
     # -- recording ------------------------------------------------------------------
 
@@ -251,7 +264,8 @@ class TimelineRecorder:
         if engine is not None and (kind is _TOKEN or kind is _FIRST_TOKEN):
             # The hot path: one event per sampled token.
             acc = self._pass(engine, t)
-            acc.sampled.append(rid)
+            if acc is not None:
+                acc.sampled.append(rid)
             current = self._open.get(rid)
             if current is not None and current.name == "prefill":
                 self._switch(rid, t, "decode", engine + 1)
@@ -276,7 +290,8 @@ class TimelineRecorder:
             current = self._open.get(rid)
             if current is not None and current.name == "route":
                 self._close(rid, t)
-            self._dispatches.append((t, rid, engine))
+            if self.filter.shows(rid) and self.filter.overlaps(t, t):
+                self._dispatches.append((t, rid, engine))
             self._pending_commit[(rid, engine)] = t
         elif kind is EventKind.ABORTED:
             self._instant(t, ROUTER_PID, "dispatch aborted", event)
@@ -295,8 +310,11 @@ class TimelineRecorder:
             tokens = event.get("tokens")
             end_ns = end if isinstance(end, int) else t
             acc = self._pass(engine, end_ns)
-            acc.chunk_start_ns = t if acc.chunk_start_ns is None else min(acc.chunk_start_ns, t)
-            acc.prefill[rid] = acc.prefill.get(rid, 0) + (tokens if isinstance(tokens, int) else 0)
+            if acc is not None:
+                acc.chunk_start_ns = t if acc.chunk_start_ns is None else min(acc.chunk_start_ns, t)
+                acc.prefill[rid] = acc.prefill.get(rid, 0) + (
+                    tokens if isinstance(tokens, int) else 0
+                )
             self._last_pass[rid] = (engine, t)
         elif kind is EventKind.PREEMPTED and engine is not None:
             self._instant(t, engine + 1, "preempted", event)
@@ -321,7 +339,7 @@ class TimelineRecorder:
 
     def _sample(self, engine: int, t: int) -> None:
         """Sample engine ``engine``'s counters at ``t`` (the last sample of an instant wins)."""
-        if engine >= len(self.views):
+        if engine >= len(self.views) or not self.filter.overlaps(t, t):
             return
         view = self.views[engine]
         sample = (t, view.waiting_count, view.running_count, view.kv_blocks_used)
@@ -340,22 +358,59 @@ class TimelineRecorder:
         if readmission:
             args += (("readmission", True),)
         self._switch(rid, t, "decode" if decode_activation else "prefill", engine + 1, args)
-        self._admissions.setdefault(engine, []).append(t)
-        self._admitted.setdefault((engine, t), []).append(rid)
+        after = self._ended_after.get(engine)
+        if after is None or t < after:  # later admissions start passes not shown
+            self._admissions.setdefault(engine, []).append(t)
+            self._admitted.setdefault((engine, t), []).append(rid)
         commit_ns = self._pending_commit.pop((rid, engine), None)
         if commit_ns is not None:
-            self._flows.append(_Flow(rid, "dispatch", ROUTER_PID, commit_ns, engine + 1, t))
+            self._flow(_Flow(rid, "dispatch", ROUTER_PID, commit_ns, engine + 1, t))
         previous = self._last_pass.get(rid)
         if previous is not None and previous[0] != engine:
-            self._flows.append(_Flow(rid, "handoff", previous[0] + 1, previous[1], engine + 1, t))
+            self._flow(_Flow(rid, "handoff", previous[0] + 1, previous[1], engine + 1, t))
         self._last_pass[rid] = (engine, t)
 
-    def _pass(self, engine: int, end_ns: int) -> _PassAcc:
+    def _flow(self, flow: _Flow) -> None:
+        f = self.filter
+        if (
+            f.shows(flow.request_id)
+            and f.overlaps(flow.source_ns, flow.source_ns)
+            and f.overlaps(flow.target_ns, flow.target_ns)
+        ):
+            self._flows.append(flow)
+
+    def _pass(self, engine: int, end_ns: int) -> _PassAcc | None:
+        """The pass of ``engine`` ending at ``end_ns``; None when the window cannot show it."""
         by_end = self._passes.setdefault(engine, {})
         acc = by_end.get(end_ns)
-        if acc is None:
-            acc = by_end[end_ns] = _PassAcc()
+        if acc is not None:
+            return acc
+        f = self.filter
+        if f.start_ns is not None and end_ns < f.start_ns:
+            # ends before the window: only its end matters (the next pass starts there)
+            if end_ns > self._ended_before.get(engine, -1):
+                self._ended_before[engine] = end_ns
+                self._prune_admissions(engine, end_ns)
+            return None
+        after = self._ended_after.get(engine)
+        if after is not None and end_ns > after:
+            return None  # starts after a pass that ended after the window
+        if f.end_ns is not None and end_ns > f.end_ns and after is None:
+            self._ended_after[engine] = end_ns
+        acc = by_end[end_ns] = _PassAcc()
         return acc
+
+    def _prune_admissions(self, engine: int, before_ns: int) -> None:
+        """Forget admissions of ``engine`` before ``before_ns`` (no later pass starts there),
+        once there are many of them."""
+        admissions = self._admissions.get(engine)
+        if admissions is None or len(admissions) < _PRUNE_AT:
+            return
+        keep = [a for a in admissions if a >= before_ns]
+        for a in admissions:
+            if a < before_ns:
+                self._admitted.pop((engine, a), None)
+        self._admissions[engine] = keep
 
     def _switch(
         self,
@@ -370,12 +425,17 @@ class TimelineRecorder:
 
     def _close(self, rid: str, t: int) -> None:
         current = self._open.pop(rid, None)
-        if current is not None:
+        if current is None:
+            return
+        f = self.filter
+        if f.shows(rid) and f.overlaps(current.start_ns, t):
             self._spans.append(
                 _Span(rid, current.name, current.pid, current.start_ns, t, current.args)
             )
 
     def _instant(self, t: int, pid: int, name: str, event: LifecycleEvent) -> None:
+        if not self.filter.shows(event.request_id) or not self.filter.overlaps(t, t):
+            return
         args: tuple[tuple[str, JsonValue], ...] = (("request_id", event.request_id),)
         if event.engine is not None:
             args += (("engine", event.engine),)
@@ -390,7 +450,11 @@ class TimelineRecorder:
         Phases still open are closed at the latest event time with ``incomplete: true``.
 
         Args:
-            filter: the window and requests to show (everything by default).
+            filter: the window and requests to show: by default, the recorder's own filter;
+                a recorder built with a filter shows only that one.
+
+        Raises:
+            ValueError: ``filter`` differs from the filter the recorder was built with.
 
         Returns:
             The :class:`Timeline`, ready to serialize.
@@ -400,10 +464,20 @@ class TimelineRecorder:
         was_enabled = gc.isenabled()
         gc.disable()
         try:
-            return self._build(TimelineFilter() if filter is None else filter)
+            return self._build(self._output_filter(filter))
         finally:
             if was_enabled:
                 gc.enable()
+
+    def _output_filter(self, filter: TimelineFilter | None) -> TimelineFilter:
+        if filter is None or filter == self.filter:
+            return self.filter
+        if self.filter != TimelineFilter():
+            raise ValueError(
+                "timeline: this recorder kept only what its own filter shows; "
+                "ask for that filter (or none)"
+            )
+        return filter
 
     def _build(self, f: TimelineFilter) -> Timeline:
         link_pid = max([*self._engines_seen, len(self.views) - 1, -1]) + 2
@@ -569,7 +643,7 @@ class TimelineRecorder:
         for engine in sorted(self._passes):
             by_end = self._passes[engine]
             admissions = sorted(self._admissions.get(engine, []))
-            previous_end: int | None = None
+            previous_end: int | None = self._ended_before.get(engine)
             cursor = 0
             for end in sorted(by_end):
                 acc = by_end[end]
@@ -617,6 +691,7 @@ class TimelineRecorder:
 
 
 _INCOMPLETE: tuple[tuple[str, JsonValue], ...] = (("incomplete", True),)
+_PRUNE_AT = 4096
 
 
 @attrs.frozen
