@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable
-from operator import add, sub
+from operator import add, attrgetter, sub
 
 import numpy as np
 
@@ -29,6 +29,7 @@ from ._keys import (
 from ._kv import KVCache
 from ._pass import PassShape, TimingModel
 from ._timing import SMALL_PASS_ENTRIES, FixedTiming
+from ._tokentimes import TokenTimes
 
 __all__ = ("EngineCore", "Pass", "Seq")
 
@@ -54,6 +55,9 @@ def _small_pass_function(
     if cls.pass_time_ms is FixedTiming.pass_time_ms:
         return timing._small_pass_ms  # type: ignore[attr-defined, no-any-return]
     return None
+
+
+_times = attrgetter("times")
 
 
 class Seq:
@@ -682,8 +686,8 @@ class EngineCore:
             Whether a request finished.
         """
         steady = entries[:k] if k < len(entries) else entries
+        TokenTimes.append_to_each(map(_times, steady), t)
         for r in steady:
-            r.times.append(t)
             r.num_output += 1
             r.dec -= 1
         done = [j for j, r in enumerate(steady) if r.num_output >= r.target]

@@ -684,7 +684,10 @@ class Engine:
                                 run.advance(
                                     clock.time_ns(), include_end=True, include_start=False
                                 )
-                    except BaseException:
+                    except asyncio.CancelledError:
+                        # cancelled while waiting (the run is being shut down): leave the
+                        # state where the per-pass engine has it. Any other exception may
+                        # come from inside a commit, whose state is not to be applied again.
                         self._sync()
                         raise
                     finally:

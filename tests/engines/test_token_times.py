@@ -55,3 +55,22 @@ def test_equal_spacing_is_one_run() -> None:
     held.append(1150)
     assert held.runs() == [(50, 10, 104), (1100, 50, 2)]
     assert arithmetic_runs([1, 2, 4, 6, 7]) == [(1, 1, 2), (4, 2, 2), (7, 0, 1)]
+
+
+@given(
+    steps=st.lists(st.lists(st.integers(1, 5), max_size=30), min_size=1, max_size=5),
+)
+def test_appending_one_instant_to_many_builds_the_runs_append_builds(
+    steps: list[list[int]],
+) -> None:
+    # each holder starts with its own history, then all get the same pass instants
+    one_by_one = [TokenTimes(range(0, 3 * k, k)) for k in range(1, len(steps) + 1)]
+    together = [TokenTimes(range(0, 3 * k, k)) for k in range(1, len(steps) + 1)]
+    t = 100
+    for gap in steps[0]:
+        t += gap
+        for h in one_by_one:
+            h.append(t)
+        TokenTimes.append_to_each(together, t)
+    assert [h.runs() for h in together] == [h.runs() for h in one_by_one]
+    assert [list(h) for h in together] == [list(h) for h in one_by_one]
