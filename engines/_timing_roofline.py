@@ -7,9 +7,10 @@ from typing import NamedTuple
 
 import attrs
 import numpy as np
+import numpy.typing as npt
 
 from ._catalog import GPUSpec, ModelArch, _kv_heads_per_shard
-from ._pass import PassShape
+from ._pass import DecodeRun, PassShape, per_pass_times_ms
 from ._timing import (
     SMALL_PASS_ENTRIES,
     TimingConfigError,
@@ -221,3 +222,32 @@ class RooflineTiming(_CachedConstants):
             volume = float(sums[0]) * k.comm_bytes_per_token * float(self.activation_bytes)
             total_ms += (k.comm_per_byte * volume) / k.comm_rate * 1000.0
         return total_ms
+
+    def decode_run_ms(self, run: DecodeRun) -> npt.NDArray[np.float64]:
+        """Durations of every pass of a run of decode steps (see :meth:`pass_time_ms`), with
+        the same operations in the same order, one array at a time.
+
+        In pass ``i`` each of the ``B_i`` entries schedules one position after ``c_r + i``
+        and samples, so ``Σn_r = S = B_i``, ``Σ (n_r·c_r + n_r·(n_r+1)/2) = Σc_r + (i+1)·B_i``
+        and ``Σ (c_r + n_r) = Σc_r + (i+1)·B_i``.
+        """
+        if run.role == "prefill":  # decode entries are not charged there
+            return per_pass_times_ms(self, run)
+        k = self._derived()
+        sizes = run.batch_sizes()
+        index = np.arange(1, run.passes + 1, dtype=np.int64)
+        context = run.live_sums(run.computed) + index * sizes
+        tokens = sizes.astype(np.float64)
+        flops = (
+            k.flops_per_token * tokens
+            + k.flops_per_sample * tokens
+            + k.flops_per_attention * context.astype(np.float64)
+        )
+        moved = k.weight_bytes + k.kv_bytes_per_token * context.astype(np.float64)
+        total: npt.NDArray[np.float64] = (
+            k.overhead_ms + np.maximum(flops / k.compute_rate, moved / k.memory_rate) * 1000.0
+        )
+        if k.comm_per_byte:
+            volume = tokens * k.comm_bytes_per_token * float(self.activation_bytes)
+            total = total + (k.comm_per_byte * volume) / k.comm_rate * 1000.0
+        return total

@@ -9,8 +9,10 @@ from itertools import pairwise
 from typing import Any
 
 import attrs
+import numpy as np
+import numpy.typing as npt
 
-from ._pass import PassShape
+from ._pass import DecodeRun, PassShape, per_pass_times_ms
 from ._timing import TimingConfigError, _entry_sums
 
 __all__ = ("TableTiming",)
@@ -138,6 +140,41 @@ class TableTiming:
         if batch:
             total += self.decode_time_ms(batch, float(decode_kv) / batch)
         return total
+
+    def decode_run_ms(self, run: DecodeRun) -> npt.NDArray[np.float64]:
+        """Durations of every pass of a run of decode steps (see :meth:`pass_time_ms`), with
+        the same operations in the same order, one array at a time: no prefill part, and
+        ``B_d`` entries at mean context ``K_d / B_d``, with ``K_d = Σc_r + (i+1)·B_d`` in
+        pass ``i``."""
+        if run.role == "prefill" or (
+            run.role != "decode" and bool((run.output_before < 1).any())
+        ):
+            return per_pass_times_ms(self, run)
+        sizes = run.batch_sizes()
+        index = np.arange(1, run.passes + 1, dtype=np.int64)
+        batch = sizes.astype(np.float64)
+        mean = (run.live_sums(run.computed) + index * sizes).astype(np.float64) / batch
+        i, u = _segments(self.decode_batch, batch)
+        j, v = _segments(self.decode_context, mean)
+        table = np.asarray(self.decode_ms, dtype=np.float64)
+        value = (
+            (1 - u) * (1 - v) * table[i, j]
+            + u * (1 - v) * table[i + 1, j]
+            + (1 - u) * v * table[i, j + 1]
+            + u * v * table[i + 1, j + 1]
+        )
+        total: npt.NDArray[np.float64] = self.prefill_time_ms(0.0) + np.maximum(0.0, value)
+        return total
+
+
+def _segments(
+    xs: tuple[float, ...], x: npt.NDArray[np.float64]
+) -> tuple[npt.NDArray[np.intp], npt.NDArray[np.float64]]:
+    """:func:`_segment` of each of ``x``."""
+    grid = np.asarray(xs, dtype=np.float64)
+    i = np.clip(np.searchsorted(grid, x, side="right") - 1, 0, len(xs) - 2)
+    fraction: npt.NDArray[np.float64] = (x - grid[i]) / (grid[i + 1] - grid[i])
+    return i, fraction
 
 
 def _segment(xs: tuple[float, ...], x: float) -> tuple[int, float]:

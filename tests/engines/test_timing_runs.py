@@ -36,12 +36,31 @@ MODELS = [
     PolynomialTiming(decode_b2=3.0, decode_b1=-1.0, decode_b0=0.5, decode_floor_ms=0.0),
     LinearTiming(c0=4.0, c_p=0.02, c_d=0.3, c_kv=1e-4, c_pp=1e-6),
     RooflineTiming(gpu=gpu_spec("H200"), model=model_arch("llama-3.1-8b")),
+    RooflineTiming(
+        gpu=gpu_spec("H200"),
+        model=model_arch("llama-3.1-8b"),
+        tensor_parallel=2,
+        link_bandwidth_GBps=450.0,
+        overhead_ms=0.3,
+    ),
     TableTiming(
         prefill_tokens=[100, 1000, 4000],
         prefill_ms=[10.0, 40.0, 100.0],
         decode_batch=[1, 8],
         decode_context=[1000, 3000],
         decode_ms=[[5.0, 7.0], [9.0, 15.0]],
+    ),
+    TableTiming(
+        prefill_tokens=[100, 1000],
+        prefill_ms=[10.0, 40.0],
+        decode_batch=[1, 4, 16, 64],
+        decode_context=[500, 2000, 8000, 30000],
+        decode_ms=[
+            [4.0, 4.5, 6.0, 11.0],
+            [4.2, 5.0, 7.5, 15.0],
+            [5.0, 6.5, 12.0, 30.0],
+            [8.0, 12.0, 25.0, 70.0],
+        ],
     ),
     OnlyPerPass(),
 ]
