@@ -687,10 +687,13 @@ class EngineCore:
         """
         steady = entries[:k] if k < len(entries) else entries
         TokenTimes.append_to_each(map(_times, steady), t)
-        for r in steady:
-            r.num_output += 1
+        done: list[int] = []
+        for j, r in enumerate(steady):
+            n = r.num_output + 1
+            r.num_output = n
             r.dec -= 1
-        done = [j for j, r in enumerate(steady) if r.num_output >= r.target]
+            if n >= r.target:
+                done.append(j)
         applied = 0
         for j in done:
             self.decode_outstanding -= j + 1 - applied
