@@ -206,6 +206,19 @@ class _Unit:
     prep_next: _Unit | None = None
 
 
+def _outcome(unit: _Unit) -> RequestOutcome:
+    request = unit.request
+    return RequestOutcome(
+        request_id=request.id,
+        status=unit.status or "never_issued",
+        released_ns=unit.released_ns,
+        terminal_ns=unit.terminal_ns,
+        phase=request.identity.phase,
+        play_id=request.identity.play_id,
+        request=request,
+    )
+
+
 @attrs.define(eq=False)
 class Driver:
     """Releases a workload's requests on the virtual clock, by their arrival rules.
@@ -276,6 +289,7 @@ class Driver:
     _history: list[str] = attrs.field(factory=list, init=False)
     _in_grace: bool = attrs.field(default=False, init=False)
     _idle_since_ns: int = attrs.field(default=0, init=False)
+    _final: DriverReport | None = attrs.field(default=None, init=False)
 
     def __attrs_post_init__(self) -> None:
         mode = self.mode
@@ -415,26 +429,39 @@ class Driver:
             self._waker = None
         if self._error is not None:
             raise self._error
-        return self.report()
+        return self._final_report()
 
     def report(self) -> DriverReport:
         """The accounting so far (complete once :meth:`run` returned)."""
-        requests = [*self._outside]
-        for unit in self._units.values():
-            requests.append(
-                RequestOutcome(
-                    request_id=unit.request.id,
-                    status=unit.status or "never_issued",
-                    released_ns=unit.released_ns,
-                    terminal_ns=unit.terminal_ns,
-                    phase=unit.request.identity.phase,
-                    play_id=unit.request.identity.play_id,
-                    request=unit.request,
-                )
-            )
+        if self._final is not None:
+            return self._final
+        requests = [*self._outside, *map(_outcome, self._units.values())]
+        return self._report(requests, tuple(self._play_outcome(p) for p in self._plays))
+
+    def _final_report(self) -> DriverReport:
+        """The accounting of the ended run, kept for :meth:`report`.
+
+        Nothing changes once the run ended, so the units are let go as their outcomes are
+        built: a long run holds one or the other, never both.
+        """
+        plays = tuple(self._play_outcome(p) for p in self._plays)
+        for play in self._plays:
+            play.units = []
+        self._dependents = {}
+        units, self._units = self._units, {}
+        built: list[RequestOutcome] = []
+        while units:
+            built.append(_outcome(units.popitem()[1]))  # newest first: reversed below
+        built.reverse()
+        self._final = self._report([*self._outside, *built], plays)
+        return self._final
+
+    def _report(
+        self, requests: list[RequestOutcome], plays: tuple[PlayOutcome, ...]
+    ) -> DriverReport:
         return DriverReport(
             requests=tuple(requests),
-            plays=tuple(self._play_outcome(p) for p in self._plays),
+            plays=plays,
             history=tuple(self._history),
             profile_start_ms=None if self._barrier_ns is None else self._barrier_ns / _NS_PER_MS,
             cutoff_ms=None if self._cutoff_ns is None else self._cutoff_ns / _NS_PER_MS,

@@ -221,7 +221,9 @@ def test_empirical_trace_path_is_relative_to_base(tmp_path: Path) -> None:
 
 
 def test_open_loop_requests_share_one_identity_and_own_their_content_ids() -> None:
-    workload = generate_synthetic(parse_synthetic("count=50 arrivals=poisson(10) input=64 output=4"), seed=3)
+    workload = generate_synthetic(
+        parse_synthetic("count=50 arrivals=poisson(10) input=64 output=4"), seed=3
+    )
     identities = {id(r.identity) for r in workload.requests}
     assert len(identities) == 1
     assert workload.requests[0].identity == Identity()
