@@ -206,7 +206,9 @@ class _Unit:
     prep_next: _Unit | None = None
 
 
-def _outcome(unit: _Unit) -> RequestOutcome:
+def _outcome(unit: _Unit | RequestOutcome) -> RequestOutcome:
+    if isinstance(unit, RequestOutcome):
+        return unit
     request = unit.request
     return RequestOutcome(
         request_id=request.id,
@@ -255,7 +257,9 @@ class Driver:
     quiescent: Callable[[], bool] | None = attrs.field(default=None, kw_only=True)
     cancel: Callable[[str], None] | None = attrs.field(default=None, kw_only=True)
 
-    _units: dict[str, _Unit] = attrs.field(factory=dict, init=False)
+    # Every request of the run by id, in the order they entered it: a unit while it may
+    # still change, its outcome once settled (units of plays stay units: the play reads them).
+    _units: dict[str, _Unit | RequestOutcome] = attrs.field(factory=dict, init=False)
     # Units neither released nor settled: kept up to date where units are added, released
     # and settled, so ``finished`` costs O(1) on every terminal event.
     _unsettled: int = attrs.field(default=0, init=False)
@@ -352,7 +356,7 @@ class Driver:
                 ``failed``, ...) counts as ``rejected``.
         """
         unit = self._units.get(request_id)
-        if unit is None or unit.status is not None or self._closed:
+        if not isinstance(unit, _Unit) or unit.status is not None or self._closed:
             return
         now = simclock.now_ns()
         settled = status if status in ("completed", "cancelled") else "rejected"
@@ -754,6 +758,10 @@ class Driver:
             unit.session.open_units -= 1
         if unit.request.identity.phase != "measure":
             self._prep_open -= 1
+        if unit.play is None:
+            # Settled for good (a unit is never released or settled twice): its outcome
+            # stands in for it, a run holds no unit for what has ended.
+            self._units[unit.request.id] = _outcome(unit)
 
     def _fail_play(self, unit: _Unit, now: int) -> None:
         play = unit.play
@@ -886,7 +894,7 @@ class Driver:
             return
         if self._in_grace:
             for unit in list(self._units.values()):
-                if unit.status is None and unit.released_ns is not None:
+                if isinstance(unit, _Unit) and unit.status is None and unit.released_ns is not None:
                     self._in_flight -= 1
                     self._settle(unit, "cancelled", now)
                     if self.cancel is not None:
@@ -905,7 +913,7 @@ class Driver:
         self._closed = True
         self._no_more_releases = True
         for unit in self._units.values():
-            if unit.status is None:
+            if isinstance(unit, _Unit) and unit.status is None:
                 if unit.released_ns is None:
                     self._unsettled -= 1
                     status = "never_issued"

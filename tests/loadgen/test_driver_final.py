@@ -14,7 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loadgen import DriverReport, LoadMode, Workload
+from loadgen import ArrivalRule, DriverReport, LoadMode, Request, Workload, WorkloadConfigError
 from loadgen._driver import Driver
 
 from .fake_engine import FakeRun
@@ -85,3 +85,43 @@ def test_timestamp_and_session_runs_keep_their_accounting_when_units_are_dropped
     run = FakeRun(workload, mode=mode, service_ms=lambda r: service[r.id], reject=rejected)
     report = _compare(run, monkeypatch)
     assert len(report.requests) == len(workload.requests)
+
+
+def test_a_settled_request_is_held_as_its_outcome_and_its_id_stays_taken() -> None:
+    def req(rid: str, at_ms: float) -> Request:
+        return Request(
+            id=rid,
+            input_length=16,
+            output_length=2,
+            block_size=16,
+            hash_ids=[1],
+            arrival=ArrivalRule(not_before_ms=at_ms),
+        )
+
+    seen: list[tuple[str, list[str]]] = []
+    duplicate: list[str] = []
+
+    class Watching(FakeRun):
+        def _submit(self, request: Request) -> None:
+            driver = self.driver
+            assert driver is not None
+            kinds = [type(u).__name__ for u in driver._units.values()]
+            seen.append((request.id, kinds))
+            if request.id == "b":
+                try:
+                    driver._add(req("a", 0.0), (0, 9), 0, None, None)
+                except WorkloadConfigError as error:
+                    duplicate.append(str(error))
+            super()._submit(request)
+
+    workload = Workload(requests=(req("a", 0.0), req("b", 1000.0)), source="t", format="t")
+    run = Watching(workload)
+    report = run.run()
+    # "a" ended long before "b" was released: only its outcome is left
+    assert seen == [("a", ["_Unit", "_Unit"]), ("b", ["RequestOutcome", "_Unit"])]
+    assert duplicate == ["requests: duplicate request id 'a'"]
+    assert [(o.request_id, o.status) for o in report.requests] == [
+        ("a", "completed"),
+        ("b", "completed"),
+    ]
+    assert report.requests[0].request == workload.requests[0]
