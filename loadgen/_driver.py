@@ -206,6 +206,21 @@ class _Unit:
     prep_next: _Unit | None = None
 
 
+def _outcome(unit: _Unit | RequestOutcome) -> RequestOutcome:
+    if isinstance(unit, RequestOutcome):
+        return unit
+    request = unit.request
+    return RequestOutcome(
+        request_id=request.id,
+        status=unit.status or "never_issued",
+        released_ns=unit.released_ns,
+        terminal_ns=unit.terminal_ns,
+        phase=request.identity.phase,
+        play_id=request.identity.play_id,
+        request=request,
+    )
+
+
 @attrs.define(eq=False)
 class Driver:
     """Releases a workload's requests on the virtual clock, by their arrival rules.
@@ -242,7 +257,9 @@ class Driver:
     quiescent: Callable[[], bool] | None = attrs.field(default=None, kw_only=True)
     cancel: Callable[[str], None] | None = attrs.field(default=None, kw_only=True)
 
-    _units: dict[str, _Unit] = attrs.field(factory=dict, init=False)
+    # Every request of the run by id, in the order they entered it: a unit while it may
+    # still change, its outcome once settled (units of plays stay units: the play reads them).
+    _units: dict[str, _Unit | RequestOutcome] = attrs.field(factory=dict, init=False)
     # Units neither released nor settled: kept up to date where units are added, released
     # and settled, so ``finished`` costs O(1) on every terminal event.
     _unsettled: int = attrs.field(default=0, init=False)
@@ -276,6 +293,7 @@ class Driver:
     _history: list[str] = attrs.field(factory=list, init=False)
     _in_grace: bool = attrs.field(default=False, init=False)
     _idle_since_ns: int = attrs.field(default=0, init=False)
+    _final: DriverReport | None = attrs.field(default=None, init=False)
 
     def __attrs_post_init__(self) -> None:
         mode = self.mode
@@ -338,7 +356,7 @@ class Driver:
                 ``failed``, ...) counts as ``rejected``.
         """
         unit = self._units.get(request_id)
-        if unit is None or unit.status is not None or self._closed:
+        if not isinstance(unit, _Unit) or unit.status is not None or self._closed:
             return
         now = simclock.now_ns()
         settled = status if status in ("completed", "cancelled") else "rejected"
@@ -415,26 +433,39 @@ class Driver:
             self._waker = None
         if self._error is not None:
             raise self._error
-        return self.report()
+        return self._final_report()
 
     def report(self) -> DriverReport:
         """The accounting so far (complete once :meth:`run` returned)."""
-        requests = [*self._outside]
-        for unit in self._units.values():
-            requests.append(
-                RequestOutcome(
-                    request_id=unit.request.id,
-                    status=unit.status or "never_issued",
-                    released_ns=unit.released_ns,
-                    terminal_ns=unit.terminal_ns,
-                    phase=unit.request.identity.phase,
-                    play_id=unit.request.identity.play_id,
-                    request=unit.request,
-                )
-            )
+        if self._final is not None:
+            return self._final
+        requests = [*self._outside, *map(_outcome, self._units.values())]
+        return self._report(requests, tuple(self._play_outcome(p) for p in self._plays))
+
+    def _final_report(self) -> DriverReport:
+        """The accounting of the ended run, kept for :meth:`report`.
+
+        Nothing changes once the run ended, so the units are let go as their outcomes are
+        built: a long run holds one or the other, never both.
+        """
+        plays = tuple(self._play_outcome(p) for p in self._plays)
+        for play in self._plays:
+            play.units = []
+        self._dependents = {}
+        units, self._units = self._units, {}
+        built: list[RequestOutcome] = []
+        while units:
+            built.append(_outcome(units.popitem()[1]))  # newest first: reversed below
+        built.reverse()
+        self._final = self._report([*self._outside, *built], plays)
+        return self._final
+
+    def _report(
+        self, requests: list[RequestOutcome], plays: tuple[PlayOutcome, ...]
+    ) -> DriverReport:
         return DriverReport(
             requests=tuple(requests),
-            plays=tuple(self._play_outcome(p) for p in self._plays),
+            plays=plays,
             history=tuple(self._history),
             profile_start_ms=None if self._barrier_ns is None else self._barrier_ns / _NS_PER_MS,
             cutoff_ms=None if self._cutoff_ns is None else self._cutoff_ns / _NS_PER_MS,
@@ -727,6 +758,10 @@ class Driver:
             unit.session.open_units -= 1
         if unit.request.identity.phase != "measure":
             self._prep_open -= 1
+        if unit.play is None:
+            # Settled for good (a unit is never released or settled twice): its outcome
+            # stands in for it, a run holds no unit for what has ended.
+            self._units[unit.request.id] = _outcome(unit)
 
     def _fail_play(self, unit: _Unit, now: int) -> None:
         play = unit.play
@@ -859,7 +894,7 @@ class Driver:
             return
         if self._in_grace:
             for unit in list(self._units.values()):
-                if unit.status is None and unit.released_ns is not None:
+                if isinstance(unit, _Unit) and unit.status is None and unit.released_ns is not None:
                     self._in_flight -= 1
                     self._settle(unit, "cancelled", now)
                     if self.cancel is not None:
@@ -878,7 +913,7 @@ class Driver:
         self._closed = True
         self._no_more_releases = True
         for unit in self._units.values():
-            if unit.status is None:
+            if isinstance(unit, _Unit) and unit.status is None:
                 if unit.released_ns is None:
                     self._unsettled -= 1
                     status = "never_issued"

@@ -27,7 +27,11 @@ def as_hash_ids(values: object) -> HashIds:
         and not values.flags.writeable
     ):
         return values
-    arr = np.array(values, dtype=np.int64, copy=True).reshape(-1)
+    arr = np.array(values, dtype=np.int64, copy=True)
+    if arr.ndim != 1:
+        # only then: a reshaped array is a second object viewing the first (twice the memory
+        # for the few ids a request has)
+        arr = arr.reshape(-1)
     arr.flags.writeable = False
     return arr
 

@@ -37,12 +37,15 @@ from ._limits import (
     tokens_problem,
 )
 from ._read import read_trace
-from ._request import ArrivalRule, Dep, Identity, Request
+from ._request import ArrivalRule, Dep, Identity, Request, as_hash_ids
 from ._workload import Workload
 
 __all__ = ("EmpiricalLengths", "SyntheticSpec", "generate_synthetic", "parse_synthetic")
 
 STREAMS: tuple[str, ...] = ("arrivals", "lengths", "prefix", "think")
+
+# One identity shared by every request of an open-loop workload (identities are frozen).
+_NO_IDENTITY = Identity()
 _SCOPE = "syn"
 MAX_TURNS = 100_000  # turns per session: each later turn holds every earlier one
 _INPUT = Fixed(512.0)
@@ -331,7 +334,7 @@ def generate_synthetic(
         for k in range(turns):
             request_id = first_id if k == 0 else f"{base}/{k}"
             if k == 0:
-                content = np.asarray(first_content, dtype=np.int64)
+                content = as_hash_ids(first_content)
                 arrival = ArrivalRule(not_before_ms=round(at_ms, 6))
             else:
                 prev = previous
@@ -370,7 +373,7 @@ def generate_synthetic(
                 arrival=arrival,
                 identity=Identity(conversation_id=base, turn_index=k)
                 if spec.sessions
-                else Identity(),
+                else _NO_IDENTITY,
             )
             requests.append(request)
             previous = request

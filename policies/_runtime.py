@@ -513,6 +513,9 @@ class PolicyRuntime:
     aborts: int = attrs.field(default=0, init=False)
     rejections: int = attrs.field(default=0, init=False)
     _requests: dict[str, _RequestState] = attrs.field(factory=dict, init=False)
+    _finished: dict[tuple[RequestStatus, int | None], _RequestState] = attrs.field(
+        factory=dict, init=False
+    )
     _open: dict[str, Offer] = attrs.field(factory=dict, init=False)
     _tasks: list[asyncio.Task[Any]] = attrs.field(factory=list, init=False)
     _main: asyncio.Task[None] | None = attrs.field(default=None, init=False)
@@ -591,6 +594,16 @@ class PolicyRuntime:
             self._settle()
         if state.status != "failed":
             state.status = "terminal"
+        if trace.request_id not in self._open:
+            # A finished request with no open offer only ever answers ``status`` and the
+            # refusals of ``reject`` / ``offer`` (which read its status and engine, and change
+            # nothing): one shared state per (status, engine) stands in for it, so a long run
+            # keeps no per-request state for what has ended.
+            key = (state.status, state.engine)
+            shared = self._finished.get(key)
+            if shared is None:
+                shared = self._finished[key] = state
+            self._requests[trace.request_id] = shared
         hook = _hook(self.policy, "on_finished")
         if hook is not None:
             self._call_hook("on_finished", hook, trace)

@@ -397,28 +397,37 @@ def finalize(
     if stream is None:
         stream = RecordStream(workload.requests)
     traces = journal.traces
+    # Ids recorded so far beyond the workload's: a workload request is recorded at its
+    # position (or, never run and never accounted, skipped: then it has no outcome and no
+    # trace either), so the workload's ids need no set of their own.
     seen: set[str] = set()
     if driver is None:
         for position, request in enumerate(workload.requests):
-            seen.add(request.id)
             if not stream.settled(position):
                 stream.put(position, build_record(request, traces.get(request.id), slo=slo))
     else:
-        outcomes = {o.request_id: o for o in driver.requests}
+        # the driver's outcome of each workload position (the last one listed for its id)
+        found_at: list[RequestOutcome | None] = [None] * len(workload.requests)
+        others: list[RequestOutcome] = []
+        for found in driver.requests:
+            at = stream.position(found.request_id)
+            if at is None:
+                others.append(found)
+            else:
+                found_at[at] = found
         for position, request in enumerate(workload.requests):
-            found = outcomes.get(request.id)
+            outcome = found_at[position]
             if stream.settled(position):
-                seen.add(request.id)
-                _check_settled(stream, position, request, found)
+                _check_settled(stream, position, request, outcome)
                 continue
             trace = traces.get(request.id)
-            if found is None and trace is None:
+            if outcome is None and trace is None:
                 stream.skip(position)
                 continue  # ran as a play instance, or snapshot history
-            seen.add(request.id)
-            stream.put(position, build_record(request, trace, slo=slo, outcome=found))
+            stream.put(position, build_record(request, trace, slo=slo, outcome=outcome))
+        del found_at
         by_id = {r.id: r for r in workload.requests} if workload.plays else {}
-        for found in driver.requests:
+        for found in others:
             if found.request_id in seen:
                 continue
             seen.add(found.request_id)
@@ -429,7 +438,7 @@ def finalize(
                 settled = build_record(None, trace, slo=slo, outcome=found)
             stream.put(stream.next_extra(), settled)
     for request_id, trace in traces.items():
-        if request_id not in seen:
+        if request_id not in seen and stream.position(request_id) is None:
             stream.put(stream.next_extra(), build_record(None, trace, slo=slo))
     records = stream.close()
     columns = stream.columns

@@ -171,7 +171,11 @@ class _Run:
     driver_failure: BaseException | None = attrs.field(default=None, init=False)
     loop_failure: simclock.SimulationError | None = attrs.field(default=None, init=False)
     _pool: _TokenizerPool | None = attrs.field(default=None, init=False)
-    _terminal: set[str] = attrs.field(factory=set, init=False)
+    # Requests that reached their terminal state: a flag per workload position, a set for
+    # the others (play instances, preparation requests), and their count.
+    _terminal_at: bytearray = attrs.field(factory=bytearray, init=False)
+    _terminal_other: set[str] = attrs.field(factory=set, init=False)
+    _terminals: int = attrs.field(default=0, init=False)
     _released: int = attrs.field(default=0, init=False)
     _done: asyncio.Future[None] | None = attrs.field(default=None, init=False)
     _engine_tasks: list[asyncio.Task[None]] = attrs.field(factory=list, init=False)
@@ -181,6 +185,7 @@ class _Run:
     _to_settle: list[str] = attrs.field(factory=list, init=False)
 
     def __attrs_post_init__(self) -> None:
+        self._terminal_at = bytearray(len(self.prepared.requests))
         if self.cutoff_ns is not None and self.load.max_virtual_time_s is None:
             self.load = attrs.evolve(self.load, max_virtual_time_s=self.cutoff_ns / 1e9)
 
@@ -214,7 +219,7 @@ class _Run:
             )
         # A run whose clock moves without progress fails instead of running for ever.
         watch = ProgressWatch(
-            progress=lambda: (self._released, len(self._terminal)),
+            progress=lambda: (self._released, self._terminals),
             unsettled=self._unsettled_ids,
             engines_idle=self._engines_idle,
             last_progress_ns=lambda: self._progress_ns,
@@ -275,7 +280,7 @@ class _Run:
         return [
             rid
             for rid, trace in self.journal.traces.items()
-            if rid not in self._terminal and trace.arrival_ns is not None
+            if not self._is_terminal(rid) and trace.arrival_ns is not None
         ]
 
     def _driver_done(self, task: asyncio.Task[DriverReport]) -> None:
@@ -352,18 +357,29 @@ class _Run:
 
     def _on_terminal(self, event: LifecycleEvent) -> None:
         rid = event.request_id
-        if rid in self._terminal:
+        if self._is_terminal(rid):
             return
         self._progress_ns = event.time_ns
         if event.kind is EventKind.REJECTED and self.runtime.status(rid) in ("held", "offered"):
             return  # the policy may still place it elsewhere
-        self._terminal.add(rid)
+        position = self.prepared.positions.get(rid)
+        if position is None:
+            self._terminal_other.add(rid)
+        else:
+            self._terminal_at[position] = 1
+        self._terminals += 1
         trace = self.journal.traces[rid]
         self.runtime.request_terminal(trace)
         self.driver.on_terminal(rid, trace.terminal_status or "failed")
         if self.stream is not None:
             self._to_settle.append(rid)
         self._check_done()
+
+    def _is_terminal(self, rid: str) -> bool:
+        position = self.prepared.positions.get(rid)
+        if position is None:
+            return rid in self._terminal_other
+        return self._terminal_at[position] != 0
 
     def settle(self) -> None:
         """Stream the records of the requests that became terminal since the last call, and
@@ -391,7 +407,7 @@ class _Run:
     def _check_done(self) -> None:
         if self.load.profile is not None:
             return  # a profile ends when the driver returns (see _driver_done)
-        if self.driver.finished and len(self._terminal) == self._released:
+        if self.driver.finished and self._terminals == self._released:
             self._finish("done")
 
     def _finish(self, reason: StopReason) -> None:
@@ -425,7 +441,7 @@ class _Run:
         stuck = [
             rid
             for rid in self.journal.traces
-            if rid not in self._terminal
+            if not self._is_terminal(rid)
             and rid not in held
             and self.journal.traces[rid].arrival_ns is not None
         ]
@@ -682,6 +698,7 @@ def setup_run(
             write=request_log.write,
             token_times=request_log.token_times,
             spill_dir=str(request_log.directory),
+            positions=prepared.positions,
         )
     replay = _Run(
         prepared,

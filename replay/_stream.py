@@ -27,7 +27,7 @@ Rules:
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import BinaryIO
 
 import attrs
@@ -73,6 +73,8 @@ class RecordStream:
         token_times: how the lines hold token times.
         spill_bytes: waiting lines held in memory before they go to a temporary file.
         spill_dir: where that file goes (default: the system's temporary directory).
+        positions: request id -> position of ``requests``, when the caller already has that
+            table (a replay's :class:`PreparedWorkload` does); else built when first needed.
     """
 
     requests: Sequence[Request]
@@ -82,8 +84,8 @@ class RecordStream:
     token_times: TokenTimesMode = attrs.field(default="full", kw_only=True)
     spill_bytes: int = attrs.field(default=SPILL_BYTES, kw_only=True)
     spill_dir: str | None = attrs.field(default=None, kw_only=True)
+    positions: Mapping[str, int] | None = attrs.field(default=None, kw_only=True)
     kept: list[RequestRecord] = attrs.field(factory=list, init=False)
-    _positions: dict[str, int] | None = attrs.field(default=None, init=False)
     _settled: bytearray = attrs.field(factory=bytearray, init=False)
     _next: int = attrs.field(default=0, init=False)
     _extra: int = attrs.field(default=-1, init=False)
@@ -101,9 +103,9 @@ class RecordStream:
 
     def position(self, request_id: str) -> int | None:
         """The position of a workload request, None for a request not in the workload."""
-        positions = self._positions
+        positions = self.positions
         if positions is None:
-            positions = self._positions = {r.id: i for i, r in enumerate(self.requests)}
+            positions = self.positions = {r.id: i for i, r in enumerate(self.requests)}
         return positions.get(request_id)
 
     def next_extra(self) -> int:
@@ -123,7 +125,7 @@ class RecordStream:
 
     def forget_positions(self) -> None:
         """Drop the id → position table (rebuilt if asked again)."""
-        self._positions = None
+        self.positions = None
 
     # -- taking records ----------------------------------------------------------------------
 

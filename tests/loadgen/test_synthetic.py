@@ -9,7 +9,16 @@ import numpy as np
 import pytest
 
 import loadgen
-from loadgen import Dep, Fixed, SyntheticSpec, WorkloadConfigError
+from loadgen import (
+    Dep,
+    Fixed,
+    Identity,
+    SyntheticSpec,
+    WorkloadConfigError,
+    as_hash_ids,
+    generate_synthetic,
+    parse_synthetic,
+)
 
 from .conftest import MOONCAKE
 
@@ -209,3 +218,24 @@ def test_empirical_trace_path_is_relative_to_base(tmp_path: Path) -> None:
     assert math.isclose(
         loadgen.workload_stats(loadgen.generate_synthetic(spec, seed=0)).input.p50, 512
     )
+
+
+def test_open_loop_requests_share_one_identity_and_own_their_content_ids() -> None:
+    workload = generate_synthetic(
+        parse_synthetic("count=50 arrivals=poisson(10) input=64 output=4"), seed=3
+    )
+    identities = {id(r.identity) for r in workload.requests}
+    assert len(identities) == 1
+    assert workload.requests[0].identity == Identity()
+    for request in workload.requests:
+        # one array object owning its ids, no view of another array
+        assert request.hash_ids.base is None
+        assert not request.hash_ids.flags.writeable
+
+
+def test_as_hash_ids_copies_into_one_array_and_still_flattens() -> None:
+    flat = as_hash_ids([1, 2, 3])
+    assert flat.base is None and flat.tolist() == [1, 2, 3]
+    nested = as_hash_ids([[1, 2], [3, 4]])
+    assert nested.ndim == 1 and nested.tolist() == [1, 2, 3, 4]
+    assert not nested.flags.writeable

@@ -5,9 +5,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import numpy as np
 import pytest
 
-from engines import EngineConfig, KVEvent, RequestTrace
+from engines import BlockKeyer, EngineConfig, Journal, KVEvent, RequestTrace
 from loadgen import Request
 from policies import (
     BasePolicy,
@@ -16,6 +17,7 @@ from policies import (
     PlacementError,
     PlacePolicy,
     PolicyContext,
+    PolicyRuntime,
     RequestStream,
     RoundRobin,
     policy_name,
@@ -437,3 +439,66 @@ def test_an_open_offer_has_no_outcome_yet() -> None:
     policy = Recorder(body)
     run_policy(policy, [req("a")])
     assert policy.seen == ["offer of request 'a' to engine 0 has no outcome yet"]
+
+
+class Revisiting(PlacePolicy):
+    """Dispatches each request; before the last, tries to place and reject the earlier ones."""
+
+    name = "revisiting"
+
+    def __init__(self) -> None:
+        self.earlier: list[Request] = []
+        self.seen: list[tuple[str, str]] = []
+        self.states: list[object] = []
+
+    async def place(self, request: Request, ctx: PolicyContext) -> None:
+        if request.id == "last":
+            runtime = ctx._runtime
+            for old in self.earlier:
+                self.states.append(runtime._requests[old.id])
+                self.seen.append((old.id, str(runtime.status(old.id))))
+                try:
+                    await ctx.dispatch(old, 1)
+                except PlacementError as error:
+                    self.seen.append((old.id, str(error)))
+                try:
+                    await ctx.offer(old, 1).__aenter__()
+                except PlacementError as error:
+                    self.seen.append((old.id, str(error)))
+                try:
+                    ctx.reject(old, reason="late")
+                except PlacementError as error:
+                    self.seen.append((old.id, str(error)))
+        self.earlier.append(request)
+        await ctx.dispatch(request, 0)
+
+
+def test_a_finished_request_keeps_no_state_of_its_own_and_is_refused_as_before() -> None:
+    policy = Revisiting()
+    result = run_policy(policy, [req("a"), req("b", at_ms=1.0), req("last", at_ms=5000.0)])
+    assert statuses(result) == {"a": "completed", "b": "completed", "last": "completed"}
+    # both ended committed on engine 0: one shared stand-in state answers for both
+    assert len(policy.states) == 2
+    assert policy.states[0] is policy.states[1]
+    for rid in ("a", "b"):
+        on = f"request {rid!r} cannot be offered to engine 1: it is terminal on engine 0"
+        assert [text for r, text in policy.seen if r == rid] == [
+            "terminal",
+            on,
+            on,
+            f"request {rid!r} cannot be rejected: it is terminal",
+        ]
+
+
+def test_a_finished_request_submitted_again_is_still_refused() -> None:
+    topo = KeepingTopology()
+    result = run_policy(RoundRobin(), [req("a")], topo=topo)
+    assert statuses(result) == {"a": "completed"}
+    runtime = PolicyRuntime(
+        RoundRobin(), topo.engines, Journal(), BlockKeyer(), np.random.default_rng(0)
+    )
+    runtime.submit(req("a"))
+    runtime.request_terminal(RequestTrace("a"))
+    assert runtime.status("a") == "terminal"
+    with pytest.raises(PlacementError, match="request 'a' was submitted twice"):
+        runtime.submit(req("a"))

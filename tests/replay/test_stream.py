@@ -338,3 +338,16 @@ def test_write_outputs_refuses_a_request_log_of_another_directory(tmp_path: Path
             write_outputs(result, tmp_path / "b", request_log=log)
         with pytest.raises(ValueError, match="request_log: opened with token_times='full'"):
             write_outputs(result, tmp_path / "a", token_times="none", request_log=log)
+
+
+def test_a_stream_uses_the_positions_it_is_given_and_builds_them_otherwise() -> None:
+    requests = _synthetic("count=5 arrivals=poisson(50) input=100 output=3").requests
+    given = {r.id: i for i, r in enumerate(requests)}
+    stream = RecordStream(requests, keep=False, positions=given)
+    assert stream.position(requests[3].id) == 3
+    assert stream.position("elsewhere") is None
+    assert stream.positions is given  # no table of its own
+    built = RecordStream(requests, keep=False)
+    assert built.positions is None
+    assert [built.position(r.id) for r in requests] == [0, 1, 2, 3, 4]
+    assert built.positions == given
