@@ -21,7 +21,6 @@ from ._exceptions import PassTimingError
 from ._journal import EventKind, Journal, LifecycleEvent, RequestTrace
 from ._keys import (
     BlockKeyer,
-    Content,
     blocks_per_id,
     output_key,
     prompt_contents,
@@ -70,9 +69,7 @@ class Seq:
 
     __slots__ = (
         "blocks",
-        "contents",
         "dec",
-        "hash_ids",
         "keys",
         "nkeyed",
         "num_computed",
@@ -87,7 +84,6 @@ class Seq:
         "target",
         "times",
         "trace",
-        "trace_block",
     )
 
     def __init__(self, request: Request, target: int, trace: RequestTrace) -> None:
@@ -98,18 +94,15 @@ class Seq:
         self.target = target
         self.trace = trace
         self.times = trace.token_times_ns  # appended to directly when no event is wanted
-        self.hash_ids: list[int] = request.hash_ids.tolist()
-        self.trace_block = request.block_size
         self.num_output = 0
         self.num_computed = 0
         self.num_preemptions = 0
         self.serial = 0
         self.blocks: list[int] = []
         self.nkeyed = 0
-        # keys of blocks 0.. (interned ones only; at least the keyed blocks'), and the
-        # contents of the full prompt blocks, computed when first needed
+        # keys of blocks 0..: with caching, every full prompt block's from placement on, and
+        # those of blocks holding output positions once they are needed
         self.keys: list[int] = []
-        self.contents: list[Content] | None = None
         self.state = WAITING
         self.pf = 0
         self.dec = 0
@@ -276,7 +269,9 @@ class EngineCore:
             # Every full prompt block is keyed now, when the request is placed: keys are
             # numbered in placement order, the same however the engines' passes are
             # stepped (REFERENCE-engine §4.2).
-            contents = self._contents(s)
+            contents = prompt_contents(
+                request.hash_ids.tolist(), request.block_size, request.input_length, self.block_size
+            )
             self.keyer.extend(s.keys, contents, len(contents), per_id)
         return s
 
@@ -301,25 +296,11 @@ class EngineCore:
 
     # -- keys and lookup ---------------------------------------------------------------------
 
-    def _contents(self, s: Seq) -> list[Content]:
-        contents = s.contents
-        if contents is None:
-            contents = prompt_contents(s.hash_ids, s.trace_block, s.prompt, self.block_size)
-            s.contents = contents
-        return contents
-
     def _extend_keys(self, s: Seq, stop: int) -> None:
-        """Intern the keys of ``s``'s blocks up to ``stop``, in block order."""
+        """Give ``s``'s blocks keys up to ``stop``: its full prompt blocks have theirs from
+        placement; a block holding output positions gets its placement's (:func:`output_key`)."""
         keys = s.keys
-        contents = self._contents(s)
-        if len(keys) < len(contents):
-            self.keyer.extend(
-                keys,
-                contents,
-                min(stop, len(contents)),
-                blocks_per_id(s.trace_block, self.block_size),
-            )
-        if len(keys) < stop:  # blocks holding output positions
+        if len(keys) < stop:
             first = output_key(s.serial, 0)
             keys.extend(range(first + len(keys), first + stop))
 
@@ -328,20 +309,7 @@ class EngineCore:
         if not self.caching:
             return []
         keys = s.keys
-        if len(keys) < limit:
-            # learn the keys that exist (a key never interned cannot be cached)
-            contents = self._contents(s)
-            if len(keys) < len(contents):
-                self.keyer.known(
-                    keys,
-                    contents,
-                    min(limit, len(contents)),
-                    blocks_per_id(s.trace_block, self.block_size),
-                )
-            if len(contents) <= len(keys) < limit:
-                # blocks holding output positions: keys of this placement of the request
-                first = output_key(s.serial, 0)
-                keys.extend(range(first + len(keys), first + limit))
+        self._extend_keys(s, limit)
         cached: list[int | None] = list(
             map(self.kv.cache.get, keys[:limit] if limit < len(keys) else keys)
         )

@@ -20,9 +20,9 @@ import numpy.typing as npt
 from ._columns import after_completion, after_completions, identities, roots
 from ._fields import collector_paused
 from ._intern import ContentInterner
-from ._limits import MAX_INSTANT_MS, MAX_TOKENS
+from ._limits import MAX_INSTANT_MS
 from ._lineage import derive_lineage
-from ._mooncake_fast import id_column, id_lists, int_column, number_column, parse_objects
+from ._mooncake_fast import id_column, id_lists, number_column, row_columns
 from ._request import ArrivalRule, Lineage, requests_from_columns
 from ._workload import Play, Tolerated, Workload
 
@@ -30,7 +30,6 @@ __all__ = ("read_agentic_fast",)
 
 Ids = npt.NDArray[np.int64]
 
-_ALIASES = frozenset(("created_time", "input_tokens", "output_tokens", "delay_ms"))
 _NONE = type(None)
 
 
@@ -63,19 +62,12 @@ def _waits(column: list[object], high: float) -> npt.NDArray[np.float64] | None:
 
 
 def _read(data: bytes, src: str, block: int, ids: ContentInterner) -> Workload | None:
-    parsed = parse_objects(data)
-    if parsed is None or not parsed[0]:
+    rows = row_columns(data)
+    if rows is None:
         return None
-    values, lines = parsed
-    present: set[str] = set().union(*values)
-    if present & _ALIASES:
-        return None
+    values, lines, present, prompts, outputs, stamps = rows
+    del rows
     count = len(values)
-    prompts = int_column([v.get("input_length") for v in values], 1, MAX_TOKENS)
-    outputs = int_column([v.get("output_length") for v in values], 0, MAX_TOKENS)
-    stamps = number_column([v.get("timestamp") for v in values], float("inf"))
-    if prompts is None or outputs is None or stamps is None:
-        return None
     added: list[npt.NDArray[np.float64]] = []
     for key in ("delay", "tool_wait_ms"):
         column = _waits([v.get(key) for v in values], float("inf")) if key in present else None
@@ -108,7 +100,7 @@ def _read(data: bytes, src: str, block: int, ids: ContentInterner) -> Workload |
     lists = cast(list[list[object]], hash_lists)
     counts = np.fromiter(map(len, lists), dtype=np.int64, count=count)
     raw = id_lists(lists)
-    del parsed, values, hash_lists, lists
+    del values, hash_lists, lists
     if raw is None:
         return None
     need = -(-prompts // block)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from itertools import chain
-from typing import Any, cast
+from typing import Any, NamedTuple, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -41,7 +41,8 @@ Ids = npt.NDArray[np.int64]
 
 _SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
 _FIELDS = frozenset(("timestamp", "input_length", "output_length", "hash_ids"))
-_ALIASES = frozenset(("created_time", "input_tokens", "output_tokens", "delay_ms"))
+#: Field aliases only the record reader resolves: a file using one is read record by record.
+ALIASES = frozenset(("created_time", "input_tokens", "output_tokens", "delay_ms"))
 _NONE = type(None)
 _NO_IDENTITY = Identity()
 _ROOT = ArrivalRule()
@@ -73,6 +74,35 @@ def parse_objects(data: bytes) -> tuple[list[dict[str, object]], list[int]] | No
     except (StopIteration, ValueError, RecursionError):
         return None
     return values, numbers
+
+
+class RowColumns(NamedTuple):
+    """Every row of a Mooncake-style file as parsed, and the columns all such readers take."""
+
+    values: list[dict[str, object]]
+    lines: list[int]
+    present: set[str]
+    prompts: npt.NDArray[np.int64]
+    outputs: npt.NDArray[np.int64]
+    stamps: list[float | None]
+
+
+def row_columns(data: bytes) -> RowColumns | None:
+    """Parse every line and take the lengths and timestamps, or None when the record reader
+    must read the file (a line that is not an object, a field alias, a cell out of range)."""
+    parsed = parse_objects(data)
+    if parsed is None or not parsed[0]:
+        return None
+    values, lines = parsed
+    present: set[str] = set().union(*values)
+    if present & ALIASES:
+        return None
+    prompts = int_column([v.get("input_length") for v in values], 1, MAX_TOKENS)
+    outputs = int_column([v.get("output_length") for v in values], 0, MAX_TOKENS)
+    stamps = number_column([v.get("timestamp") for v in values], float("inf"))
+    if prompts is None or outputs is None or stamps is None:
+        return None
+    return RowColumns(values, lines, present, prompts, outputs, stamps)
 
 
 def int_column(column: list[object], low: int, high: int) -> npt.NDArray[np.int64] | None:
@@ -161,17 +191,12 @@ def _read(
     *,
     delta: bool,
 ) -> Workload | None:
-    parsed = parse_objects(data)
-    if parsed is None or not parsed[0]:
+    rows = row_columns(data)
+    if rows is None:
         return None
-    values, lines = parsed
-    present: set[str] = set().union(*values)
-    if present & _ALIASES:
-        return None
+    values, lines, present, prompts, outputs, stamps = rows
+    del rows
     count = len(values)
-    prompts = int_column([v.get("input_length") for v in values], 1, MAX_TOKENS)
-    outputs = int_column([v.get("output_length") for v in values], 0, MAX_TOKENS)
-    stamps = number_column([v.get("timestamp") for v in values], float("inf"))
     delays: list[float | None] | None = (
         number_column([v.get("delay") for v in values], MAX_INSTANT_MS)
         if "delay" in present
@@ -182,9 +207,7 @@ def _read(
         if "session_id" in present
         else [None] * count
     )
-    if prompts is None or outputs is None or stamps is None or delays is None:
-        return None
-    if sessions is None:
+    if delays is None or sessions is None:
         return None
     merging = delta and any(s is not None for s in sessions)
     hash_lists = [v.get("hash_ids") for v in values]
@@ -193,7 +216,7 @@ def _read(
     lists = cast(list[list[object]], hash_lists)
     counts = np.fromiter(map(len, lists), dtype=np.int64, count=count)
     raw = id_lists(lists)
-    del parsed, values, hash_lists, lists  # what is left is columns
+    del values, hash_lists, lists  # what is left is columns
     if raw is None:
         return None
     need = -(-prompts // block)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 import attrs
 
@@ -44,16 +44,7 @@ TerminalStatus = Literal[
 ]
 """The one terminal state each request ends in."""
 
-TERMINAL_STATUSES: tuple[TerminalStatus, ...] = (
-    "completed",
-    "rejected",
-    "unplaced",
-    "incomplete",
-    "failed",
-    "cancelled",
-    "skipped",
-    "never_issued",
-)
+TERMINAL_STATUSES: tuple[TerminalStatus, ...] = get_args(TerminalStatus)
 """Every terminal status, in the order the report lists them."""
 
 
