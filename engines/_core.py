@@ -526,7 +526,7 @@ class EngineCore:
                 end = r.num_computed + 1
                 blocks = r.blocks
                 # a step past the last block starts exactly one more
-                if end > len(blocks) * e and not kv.allocate(blocks, _NO_HITS, 1):
+                if end > len(blocks) * e and not kv.take_one(blocks):
                     raise InternalError(f"steady pass could not allocate for {r.rid!r}")
                 if caching and end // e > r.nkeyed:
                     self._cache_full(r, end)

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from itertools import accumulate
 from operator import add, sub
 from typing import TYPE_CHECKING
@@ -144,9 +144,9 @@ class MacroRun:
         core: EngineCore,
         publish: Callable[[int], None],
         seqs: list[Seq],
-        starts: list[int],
-        ends: list[int],
-        busy: list[int],
+        starts: Sequence[int],
+        ends: Sequence[int],
+        busy: Sequence[int],
         events: list[tuple[int, int]],
         finishes: list[int],
         chunk: Seq | None = None,
@@ -258,29 +258,30 @@ class MacroRun:
                 return None
             ms = ms[:passes]
         durations = np.rint(ms * 1_000_000).astype(np.int64)
-        if not (durations > 0).all():
-            return None
-        busy = durations.tolist()
-        ends = list(accumulate(busy, initial=now_ns))
-        starts = ends[:-1]
-        del ends[0]
+        step = int(durations[0])
+        starts: Sequence[int]
+        ends: Sequence[int]
+        busy: Sequence[int]
+        if step > 0 and bool((durations == step).all()):
+            # every pass takes the same time: the instants are arithmetic, held as ranges
+            starts = range(now_ns, now_ns + step * passes, step)
+            ends = range(now_ns + step, now_ns + step * (passes + 1), step)
+            busy = range(0, step * (passes + 1), step)
+        else:
+            if not (durations > 0).all():
+                return None
+            step = 0
+            ends = list(accumulate(durations.tolist(), initial=now_ns))
+            starts = ends[:-1]
+            del ends[0]
+            busy = list(accumulate(durations.tolist(), initial=0))
         events.sort()
         if events and events[-1][0] >= passes:
             del events[bisect_left(events, (passes, -1)) :]
         finishes = sorted({d - 1 for d in remaining if d <= passes})
-        uniform = bool((durations == durations[0]).all())
-        plan = cls(
-            core,
-            publish,
-            list(running),
-            starts,
-            ends,
-            list(accumulate(busy, initial=0)),
-            events,
-            finishes,
-        )
-        if uniform:
-            plan._step = busy[0]
+        plan = cls(core, publish, list(running), starts, ends, busy, events, finishes)
+        if step:
+            plan._step = step
         plan._schedule(1)
         return plan
 
@@ -541,7 +542,7 @@ class MacroRun:
                     continue
                 end = c0[j] + i + 1
                 blocks = s.blocks
-                if end > len(blocks) * e and not kv.allocate(blocks, _NO_HITS, 1):
+                if end > len(blocks) * e and not kv.take_one(blocks):
                     raise InternalError(f"macro-step could not allocate a block for {s.rid!r}")
                 if caching and end // e > s.nkeyed:
                     kept = s.num_output
