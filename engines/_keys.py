@@ -12,6 +12,7 @@ one request: its key is :func:`output_key` of the placement's number, not intern
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Sequence
 from itertools import repeat
 from operator import and_, lshift, or_
@@ -164,11 +165,33 @@ class BlockKeyer:
         factory=dict, init=False, repr=False
     )
 
+    # Whole content ids interned at once (see extend): the keys of their blocks are the
+    # consecutive numbers start .. start + length - 1, and only the pair of the first block
+    # is in ``_keys``; a pair (k, content id) with k one of the first length - 1 numbers is
+    # interned as k + 1 (see _inner). Starts are ascending (new keys only grow).
+    _span_starts: list[int] = attrs.field(factory=list, init=False, repr=False)
+    _span_ids: list[tuple[int, int]] = attrs.field(factory=list, init=False, repr=False)
+
+    _count: int = attrs.field(default=0, init=False, repr=False)
     _serials: int = attrs.field(default=0, init=False, repr=False)
 
     def __len__(self) -> int:
         """The number of distinct keys interned so far."""
-        return len(self._keys)
+        return self._count
+
+    def _inner(self, parent: int, content: Content) -> int | None:
+        """The key of ``(parent, content)`` when it is a block after the first of a whole
+        content id interned at once, else ``None``."""
+        starts = self._span_starts
+        if not starts or type(content) is not int:
+            return None
+        i = bisect_right(starts, parent) - 1
+        if i < 0:
+            return None
+        length, cid = self._span_ids[i]
+        if parent - starts[i] < length - 1 and content == cid:
+            return parent + 1
+        return None
 
     def new_serial(self) -> int:
         """Number a placement of a request on an engine (1, 2, ... in call order); the keys
@@ -186,14 +209,17 @@ class BlockKeyer:
         pair = (parent << 64) | (content & _MASK64) if type(content) is int else (parent, content)
         key = self._keys.get(pair)
         if key is None:
-            key = len(self._keys) + 1
+            key = self._inner(parent, content)
+        if key is None:
+            self._count = key = self._count + 1
             self._keys[pair] = key
         return key
 
     def peek(self, parent: int, content: Content) -> int | None:
         """Return the key of ``(parent, content)`` if it was ever interned, else ``None``."""
         pair = (parent << 64) | (content & _MASK64) if type(content) is int else (parent, content)
-        return self._keys.get(pair)
+        key = self._keys.get(pair)
+        return self._inner(parent, content) if key is None else key
 
     def extend(
         self, keys: list[int], contents: Sequence[Content], stop: int, per_id: int = 1
@@ -220,7 +246,9 @@ class BlockKeyer:
             )
             key = table.get(pair)
             if key is None:
-                break
+                key = self._inner(parent, content)
+                if key is None:
+                    break
             append(key)
             parent = key
             j += 1
@@ -228,10 +256,48 @@ class BlockKeyer:
             return
         # From the first key never interned on, every key is new: a new key has never been
         # anyone's parent. So they are the next ``stop - j`` numbers, interned in one step.
-        first = len(table) + 1
+        first = self._count + 1
+        self._count += stop - j
         fresh = range(first, first + stop - j)
-        part = contents[j:stop]
-        parents = [parent, *fresh[:-1]]
+        keys.extend(fresh)
+        # Whole content ids among the new blocks (every block of the id in ``contents``,
+        # all holding the bare id): only the pair of the first block goes in the table, the
+        # others are interned as the span (see _inner).
+        whole = range(-(-j // per_id) * per_id, stop - per_id + 1, per_id) if per_id > 1 else ()
+        if whole and type(contents[whole[0]]) is int:
+            spans = self._spans.setdefault(per_id, {})
+            span_starts = self._span_starts
+            span_ids = self._span_ids
+            lo = j
+            for a in whole:
+                head = contents[a]
+                if type(head) is not int or contents[a + per_id - 1] != head:
+                    continue
+                if a > lo:
+                    self._insert(table, keys, contents, lo, a)
+                before = keys[a - 1] if a else ROOT_KEY
+                pair = (before << 64) | (head & _MASK64)
+                table[pair] = keys[a]
+                spans[pair] = keys[a]
+                span_starts.append(keys[a])
+                span_ids.append((per_id, head))
+                lo = a + per_id
+            if lo < stop:
+                self._insert(table, keys, contents, lo, stop)
+            return
+        self._insert(table, keys, contents, j, stop)
+
+    @staticmethod
+    def _insert(
+        table: dict[int | tuple[int, Content], int],
+        keys: list[int],
+        contents: Sequence[Content],
+        lo: int,
+        hi: int,
+    ) -> None:
+        """Put the pairs of blocks ``lo .. hi - 1`` (keys given) in the table."""
+        part = contents[lo:hi]
+        parents = keys[lo - 1 : hi - 1] if lo else [ROOT_KEY, *keys[: hi - 1]]
         if set(map(type, part)) == {int}:
             pairs: list[int | tuple[int, Content]] = list(
                 map(or_, map(lshift, parents, repeat(64)), map(and_, part, repeat(_MASK64)))
@@ -241,16 +307,7 @@ class BlockKeyer:
                 (p << 64) | (c & _MASK64) if type(c) is int else (p, c)
                 for p, c in zip(parents, part, strict=True)
             ]
-        table.update(zip(pairs, fresh, strict=True))
-        keys.extend(fresh)
-        if per_id > 1:
-            # whole content ids among the new blocks: their keys are consecutive
-            spans = self._spans.setdefault(per_id, {})
-            for a in range(-(-j // per_id) * per_id, stop - per_id + 1, per_id):
-                head = contents[a]
-                if type(head) is int:
-                    before = keys[a - 1] if a else ROOT_KEY
-                    spans[(before << 64) | (head & _MASK64)] = first + a - j
+        table.update(zip(pairs, keys[lo:hi], strict=True))
 
     def known(
         self, keys: list[int], contents: Sequence[Content], stop: int, per_id: int = 1
@@ -294,7 +351,9 @@ class BlockKeyer:
                 )
                 key = table.get(pair)
                 if key is None:
-                    return
+                    key = self._inner(parent, content)
+                    if key is None:
+                        return
                 append(key)
                 parent = key
                 j += 1
@@ -318,7 +377,9 @@ class BlockKeyer:
             )
             key = table.get(pair)
             if key is None:
-                return
+                key = self._inner(parent, content)
+                if key is None:
+                    return
             append(key)
             parent = key
 
