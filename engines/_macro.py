@@ -250,24 +250,28 @@ class MacroRun:
             core._kv_capacity,
         )
         ms = decode_run_times_ms(core.timing, run)
-        bad = ~((ms > 0.0) & (ms < math.inf))
-        if bad.any():
-            # a zero, invalid or infinite duration is left to the per-pass engine
-            passes = int(np.argmax(bad))
-            if passes < MIN_RUN_PASSES:
-                return None
-            ms = ms[:passes]
-        durations = np.rint(ms * 1_000_000).astype(np.int64)
-        step = int(durations[0])
         starts: Sequence[int]
         ends: Sequence[int]
         busy: Sequence[int]
-        if step > 0 and bool((durations == step).all()):
+        first = float(ms[0])
+        if 0.0 < first < math.inf and bool((ms == first).all()):
             # every pass takes the same time: the instants are arithmetic, held as ranges
+            # (``round`` rounds half to even, as ``np.rint`` does below)
+            step = round(first * 1_000_000)
+            if step <= 0:
+                return None
             starts = range(now_ns, now_ns + step * passes, step)
             ends = range(now_ns + step, now_ns + step * (passes + 1), step)
             busy = range(0, step * (passes + 1), step)
         else:
+            bad = ~((ms > 0.0) & (ms < math.inf))
+            if bad.any():
+                # a zero, invalid or infinite duration is left to the per-pass engine
+                passes = int(np.argmax(bad))
+                if passes < MIN_RUN_PASSES:
+                    return None
+                ms = ms[:passes]
+            durations = np.rint(ms * 1_000_000).astype(np.int64)
             if not (durations > 0).all():
                 return None
             step = 0
