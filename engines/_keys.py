@@ -264,27 +264,29 @@ class BlockKeyer:
         # all holding the bare id): only the pair of the first block goes in the table, the
         # others are interned as the span (see _inner).
         whole = range(-(-j // per_id) * per_id, stop - per_id + 1, per_id) if per_id > 1 else ()
-        if whole and type(contents[whole[0]]) is int:
-            spans = self._spans.setdefault(per_id, {})
-            span_starts = self._span_starts
-            span_ids = self._span_ids
-            lo = j
-            for a in whole:
-                head = contents[a]
-                if type(head) is not int or contents[a + per_id - 1] != head:
-                    continue
-                if a > lo:
-                    self._insert(table, keys, contents, lo, a)
-                before = keys[a - 1] if a else ROOT_KEY
-                pair = (before << 64) | (head & _MASK64)
-                table[pair] = keys[a]
-                spans[pair] = keys[a]
-                span_starts.append(keys[a])
-                span_ids.append((per_id, head))
-                lo = a + per_id
-            if lo < stop:
-                self._insert(table, keys, contents, lo, stop)
-            return
+        if whole:
+            a0 = whole[0]
+            heads = contents[a0 : whole[-1] + 1 : per_id]
+            if set(map(type, heads)) == {int} and heads == contents[
+                a0 + per_id - 1 : whole[-1] + per_id : per_id
+            ]:
+                # every whole id holds the bare id in all its blocks (always, when E
+                # divides T): the ids' first blocks, in bulk
+                if a0 > j:
+                    self._insert(table, keys, contents, j, a0)
+                starts = range(first + a0 - j, first + whole[-1] - j + 1, per_id)
+                befores = [keys[a0 - 1] if a0 else ROOT_KEY, *(k - 1 for k in starts[1:])]
+                pairs = list(
+                    map(or_, map(lshift, befores, repeat(64)), map(and_, heads, repeat(_MASK64)))
+                )
+                table.update(zip(pairs, starts, strict=True))
+                self._spans.setdefault(per_id, {}).update(zip(pairs, starts, strict=True))
+                self._span_starts.extend(starts)
+                self._span_ids.extend(zip(repeat(per_id), heads))  # type: ignore[arg-type]
+                lo = whole[-1] + per_id
+                if lo < stop:
+                    self._insert(table, keys, contents, lo, stop)
+                return
         self._insert(table, keys, contents, j, stop)
 
     @staticmethod

@@ -253,11 +253,11 @@ class MacroRun:
         starts: Sequence[int]
         ends: Sequence[int]
         busy: Sequence[int]
-        first = float(ms[0])
-        if 0.0 < first < math.inf and bool((ms == first).all()):
+        first_ms = float(ms[0])
+        if 0.0 < first_ms < math.inf and bool((ms == first_ms).all()):
             # every pass takes the same time: the instants are arithmetic, held as ranges
             # (``round`` rounds half to even, as ``np.rint`` does below)
-            step = round(first * 1_000_000)
+            step = round(first_ms * 1_000_000)
             if step <= 0:
                 return None
             starts = range(now_ns, now_ns + step * passes, step)
