@@ -565,17 +565,23 @@ class MacroRun:
         """Commit passes ``committed .. stop - 1``, in none of which a request finishes."""
         first = self.committed
         count = stop - first
-        if self._step is not None:  # every pass of the run takes the same time
-            runs = [(self.ends[first], self._step if count > 1 else 0, count)]
-        else:
-            runs = arithmetic_runs(self.ends[first:stop])
         seqs = self._seqs
         out0 = self._out0
-        for j in self._batch:
-            s = seqs[j]
-            s.times.extend_runs(runs)
-            s.num_output = out0[j] + stop
-            s.dec -= count
+        if self._step is not None:  # every pass of the run takes the same time
+            start = self.ends[first]
+            step = self._step if count > 1 else 0
+            for j in self._batch:
+                s = seqs[j]
+                s.times.extend_run(start, step, count)
+                s.num_output = out0[j] + stop
+                s.dec -= count
+        else:
+            runs = arithmetic_runs(self.ends[first:stop])
+            for j in self._batch:
+                s = seqs[j]
+                s.times.extend_runs(runs)
+                s.num_output = out0[j] + stop
+                s.dec -= count
         core = self._core
         core.decode_outstanding -= len(self._batch) * count
         self.committed = stop
