@@ -278,9 +278,13 @@ class KVCache:
             self.twins.setdefault(key, []).append(block)
 
     def register_many(self, blocks: list[int], keys: list[int]) -> None:
-        """:meth:`register` each ``blocks[i]`` under ``keys[i]``, in order."""
+        """:meth:`register` each ``blocks[i]`` under ``keys[i]``, in order.
+
+        ``keys`` are distinct, as the keys of one sequence's blocks always are (a chained key
+        names a prefix of one length; an output block's key names one block of one placement).
+        """
         cache = self.cache
-        if cache.keys().isdisjoint(keys) and len(set(keys)) == len(keys):
+        if cache.keys().isdisjoint(keys):
             # every key is new: one bulk step per structure, same result
             key = self.key
             for b, k in zip(blocks, keys, strict=True):
