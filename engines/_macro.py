@@ -8,9 +8,7 @@ their target, and every block a step starts is taken from the free queue. :class
 plans such a run in one step — the pass instants from the timing model in one call
 (:func:`~engines._pass.decode_run_times_ms`), the few steps that start or fill a block — and
 applies it lazily: :meth:`MacroRun.advance` brings the engine's state to exactly what the
-per-pass engine holds at a given instant, whenever something looks at it. With every
-running slot taken (``max_num_seqs``) requests may wait: none is admitted before a running
-request leaves, so the passes are determined up to the first pass with a finish.
+per-pass engine holds at a given instant, whenever something looks at it.
 
 The same holds with one running request that has prompt work left, last in running order:
 each pass gives it what the decode steps leave of the token budget. While the rest of its
@@ -189,9 +187,7 @@ class MacroRun:
         """Plan a run starting at ``now_ns`` and schedule its first pass, or return ``None``.
 
         A run with a prompt chunk is planned by :meth:`_plan_chunk`. Otherwise a run needs no
-        reservation queued, nothing waiting — or every running slot taken (``max_num_seqs``),
-        and then the run ends with the first pass in which a request finishes, after which
-        a waiting request may be admitted —, every running request in a steady decode step,
+        reservation queued, nothing waiting, every running request in a steady decode step,
         at least :data:`MIN_RUN_PASSES` passes of positive, finite duration, and free blocks
         for every block its steps start (frees by finishing requests are not counted on).
         It holds at most ``max_passes`` passes.
@@ -202,13 +198,8 @@ class MacroRun:
             return None
         if running[-1].pf and core.role != "decode":
             return cls._plan_chunk(core, now_ns, publish, max_passes)
-        capped = False
         if core.waiting:
-            if k < core._max_seqs:
-                return None
-            # every running slot is taken: nobody waiting is admitted before a request
-            # leaves, so the passes are determined up to the first pass with a finish
-            capped = True
+            return None
         e = core.block_size
         # the cheap checks first, with list operations: an engine in the middle of a prompt
         # asks at every pass
@@ -220,7 +211,7 @@ class MacroRun:
         if list(map(sub, map(add, prompts, out0), c0)).count(1) != k:
             return None
         remaining = [r.target - r.num_output for r in running]
-        horizon = min(remaining) if capped else max(remaining)
+        horizon = max(remaining)
         if horizon < MIN_RUN_PASSES:
             return None
         # Blocks the first MIN_RUN_PASSES passes start: when the free queue cannot cover them

@@ -220,33 +220,6 @@ def test_long_decodes_jump_and_views_agree_at_every_sampled_instant() -> None:
     assert result.meta.events_processed * 2 < passes
 
 
-@pytest.mark.parametrize("timing", [0, 2, 4])
-def test_full_engines_jump_while_requests_wait(timing: int) -> None:
-    # every running slot taken and a queue behind: the runs end at the first finish, where
-    # the per-pass engine admits the queue head
-    requests = [
-        req(f"r{i}", prompt=100 + 29 * i, output=40 + 17 * (i % 5), at_ms=3.0 * i)
-        for i in range(14)
-    ]
-    topology = Aggregated(
-        workers=2,
-        engine=EngineConfig(num_blocks=400, block_size=64, max_num_seqs=3),
-        timing=TIMINGS[timing](),
-    )
-    assert_same(workload(requests), Watcher, topology=topology)
-    per_pass = ReplaySession.build(
-        workload(requests),
-        topology=topology,
-        policy=RoundRobin(),
-        history=False,
-        stepping="pass",
-    ).run()
-    macro = ReplaySession.build(
-        workload(requests), topology=topology, policy=RoundRobin(), history=False
-    ).run()
-    assert macro.meta.events_processed * 3 < per_pass.meta.events_processed
-
-
 @pytest.mark.parametrize("policy", ["round_robin", "kv_aware"])
 @pytest.mark.parametrize("order", ["source_first", "destination_first"])
 def test_pd_topologies_match_in_both_orders(order: str, policy: str) -> None:
