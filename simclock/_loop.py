@@ -39,6 +39,7 @@ import functools
 import heapq
 import itertools
 import math
+import os
 import sys
 import threading
 from asyncio import events, futures
@@ -165,6 +166,29 @@ class _Timer(events.TimerHandle):
                     loop._timer_cancelled()
             self._callback = None  # type: ignore[assignment]
             self._args = None  # type: ignore[assignment]
+
+
+class _Running(threading.local):
+    """The :class:`VirtualEventLoop` running in this thread, or None.
+
+    A mirror of asyncio's running loop, set and cleared with it by
+    :meth:`VirtualEventLoop._running`. asyncio's own accessor makes a ``getpid()`` system
+    call on every read (to notice a fork); engines, policies and the workload driver read the
+    virtual clock hundreds of thousands of times in a replay, and a system call costs more
+    than the rest of the read. A forked child starts with no loop running, as in asyncio.
+    """
+
+    loop: VirtualEventLoop | None = None
+
+
+_RUNNING = _Running()
+
+
+def _forget_running_loop() -> None:
+    _RUNNING.loop = None
+
+
+os.register_at_fork(after_in_child=_forget_running_loop)
 
 
 def _scaled_midpoint(low: float, high: float) -> tuple[int, int]:
@@ -764,7 +788,7 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
     def in_callback(self) -> bool:
         """Whether one of this loop's callbacks is running now: False when the loop is not
         running, and between callbacks (while :meth:`run_until` checks its predicate)."""
-        return not self._observing and asyncio._get_running_loop() is self
+        return not self._observing and _RUNNING.loop is self
 
     def deadline_turn(self) -> int | None:
         """The rank of the :class:`simclock.Deadline` whose holder is taking its turn now
@@ -805,6 +829,7 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
                 finalizer=self._asyncgen_finalizer_hook,  # type: ignore[attr-defined]
             )
             events._set_running_loop(self)
+            _RUNNING.loop = self
             yield
         except KeyboardInterrupt as exc:
             self._report_interrupt(exc)
@@ -813,6 +838,7 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
             self._stopping = False
             self._thread_id = None
             events._set_running_loop(None)
+            _RUNNING.loop = None
             self._set_coroutine_origin_tracking(False)  # type: ignore[attr-defined]
             sys.set_asyncgen_hooks(*old_hooks)
 
