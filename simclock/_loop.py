@@ -105,6 +105,8 @@ _DEADLINE_BASE = -(1 << 62)
 _RANK_SPAN = 1 << 40
 MAX_DEADLINE_RANK = (1 << 20) - 1
 _ROUND_STEPS_NS: tuple[int, ...] = tuple(10**k for k in range(9, 0, -1))
+# A module constant: reading a member off its Enum class runs Python code on every read.
+_ENGINE_DEADLINE = WakeupKind.ENGINE_DEADLINE
 
 
 class _Handle(events.Handle):
@@ -722,7 +724,7 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
             self,
             self._wakeup_context,
             waiter,
-            WakeupKind.ENGINE_DEADLINE,
+            _ENGINE_DEADLINE,
         )
         heapq.heappush(self._timers, (when_ns, sequence, timer))
         return timer
@@ -1023,7 +1025,7 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
                             self._report_callback_error(timer, exc)
                     else:
                         ready.append(timer)
-                    if timer._kind is WakeupKind.ENGINE_DEADLINE:
+                    if timer._kind is _ENGINE_DEADLINE:
                         pinned = len(ready)
                 if self._rng is not None and len(ready) - pinned > 1:
                     self._permute_ready(pinned)
