@@ -14,7 +14,15 @@ import math
 
 from ._exceptions import NonFiniteWakeupError, NotVirtualLoopError
 from ._inspect import WakeupKind
-from ._loop import _RUNNING, MAX_DEADLINE_RANK, MAX_TIME_NS, VirtualEventLoop, _Timer, delay_to_ns
+from ._loop import (
+    _RUNNING,
+    MAX_DEADLINE_RANK,
+    MAX_TIME_NS,
+    VirtualEventLoop,
+    _check_int,
+    _Timer,
+    delay_to_ns,
+)
 
 __all__ = (
     "Deadline",
@@ -58,20 +66,6 @@ def now_ns() -> int:
     if loop is None:
         loop = _virtual_loop("now_ns")
     return loop._now_ns
-
-
-def _check_int(name: str, value: object, waiter: str, loop: VirtualEventLoop) -> int:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, float) and not math.isfinite(value):
-        raise NonFiniteWakeupError(
-            f"non-finite wakeup for waiter {waiter!r}: requested {name}={value!r}, "
-            f"now is {loop._now_ns} ns",
-            waiter=waiter,
-            requested=value,
-            now_ns=loop._now_ns,
-        )
-    raise TypeError(f"{name} must be an int of nanoseconds, got {type(value).__name__}")
 
 
 async def sleep_until_ns(when_ns: int, *, waiter: str, kind: WakeupKind = WakeupKind.OTHER) -> None:

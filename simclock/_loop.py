@@ -235,6 +235,21 @@ def delay_to_ns(delay_s: float) -> int:
         return whole * _NS_PER_S + round((delay_s - whole) * _NS_PER_S)
 
 
+def _check_int(name: str, value: object, waiter: str, loop: VirtualEventLoop) -> int:
+    """``value`` as an int of nanoseconds, or the error a simclock wakeup raises for it."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float) and not math.isfinite(value):
+        raise NonFiniteWakeupError(
+            f"non-finite wakeup for waiter {waiter!r}: requested {name}={value!r}, "
+            f"now is {loop._now_ns} ns",
+            waiter=waiter,
+            requested=value,
+            now_ns=loop._now_ns,
+        )
+    raise TypeError(f"{name} must be an int of nanoseconds, got {type(value).__name__}")
+
+
 def _wake(future: asyncio.Future[None]) -> None:
     if not future.done():
         future.set_result(None)
@@ -707,6 +722,43 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         )
         heapq.heappush(self._timers, (when_ns, sequence, timer))
         return timer
+
+    def wake_at_ns(
+        self,
+        future: asyncio.Future[Any],
+        when_ns: int,
+        *,
+        waiter: str,
+        kind: WakeupKind = WakeupKind.OTHER,
+    ) -> events.TimerHandle:
+        """Complete ``future`` (result ``None``) at virtual instant ``when_ns``, unless it is
+        done by then.
+
+        For a coroutine that waits for an instant or for something earlier, whichever comes
+        first: it awaits one future that both complete, with no task sleeping beside it and
+        no :func:`asyncio.wait`. The instant is validated and ordered exactly as
+        :func:`simclock.sleep_until_ns` validates and orders its own. Cancel the returned timer
+        once the future completed otherwise (left pending, it fires and finds it done).
+
+        Args:
+            future: the future to complete (of this loop).
+            when_ns: the instant, in nanoseconds.
+            waiter: who waits (shown in snapshots and errors).
+            kind: why it waits.
+
+        Raises:
+            NonFiniteWakeupError: ``when_ns`` is a NaN or infinite float.
+            StaleWakeupError: ``when_ns`` is earlier than now.
+            ClockRangeError: ``when_ns`` is past :data:`MAX_TIME_NS`.
+            StalledWaiterError: ``waiter`` asked for the current instant too many times.
+            TypeError: ``when_ns`` is not an int.
+        """
+        when = when_ns if type(when_ns) is int else _check_int("when_ns", when_ns, waiter, self)
+        if when <= self._now_ns:
+            self._check_wakeup(when, waiter, when_ns, f"{when} ns")
+        elif when > MAX_TIME_NS:
+            self._refuse_out_of_range(when, waiter, when_ns, f"{when} ns")
+        return self._wakeup_timer(when, future, waiter, kind)
 
     def _deadline_timer(
         self, when_ns: int, future: asyncio.Future[None], waiter: str, rank: int
