@@ -305,6 +305,8 @@ _APPLY_BY_VALUE: dict[str, Callable[[RequestTrace, LifecycleEvent], None]] = {
 
 Subscriber = Callable[[LifecycleEvent], object]
 
+_TOKEN = EventKind.TOKEN._value_
+
 
 @attrs.define(eq=False)
 class Journal:
@@ -385,7 +387,10 @@ class Journal:
     @property
     def wants_token_events(self) -> bool:
         """Whether every ``TOKEN`` must be recorded as an event (see ``token_events``)."""
-        return self.token_events and self.wants(EventKind.TOKEN)
+        # wants(EventKind.TOKEN), inlined: engines ask at every pass
+        return self.token_events and (
+            self.keep_events or self._watch_all or _TOKEN in self._watched
+        )
 
     def trace(
         self, request_id: str, *, input_length: int = 0, output_length: int = 0

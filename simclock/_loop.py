@@ -235,6 +235,39 @@ def delay_to_ns(delay_s: float) -> int:
         return whole * _NS_PER_S + round((delay_s - whole) * _NS_PER_S)
 
 
+def _future_timer(
+    loop: VirtualEventLoop,
+    when_ns: int,
+    sequence: int,
+    future: asyncio.Future[Any],
+    waiter: str,
+    kind: WakeupKind,
+) -> _Timer:
+    """The timer of a simclock wakeup: it completes ``future`` at ``when_ns``.
+
+    In release mode its fields are set here rather than by ``_Timer.__init__`` (one Python
+    call less per engine deadline and per wakeup); in debug mode ``__init__`` records where
+    it was made.
+    """
+    if loop._debug:
+        return _Timer(when_ns, sequence, _wake, (future,), loop, loop._wakeup_context, waiter, kind)
+    timer: Any = _new_handle(_Timer)
+    timer._context = loop._wakeup_context
+    timer._loop = loop
+    timer._callback = _wake
+    timer._args = (future,)
+    timer._cancelled = False
+    timer._repr = None
+    timer._source_traceback = None
+    timer._when = when_ns / _NS_PER_S
+    timer._scheduled = True
+    timer._when_ns = when_ns
+    timer._sequence = sequence
+    timer._waiter = waiter
+    timer._kind = kind
+    return timer  # type: ignore[no-any-return]
+
+
 def _check_int(name: str, value: object, waiter: str, loop: VirtualEventLoop) -> int:
     """``value`` as an int of nanoseconds, or the error a simclock wakeup raises for it."""
     if isinstance(value, int) and not isinstance(value, bool):
@@ -717,9 +750,7 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         if self._closed:
             raise RuntimeError("Event loop is closed")
         sequence = next(self._sequence)
-        timer = _Timer(
-            when_ns, sequence, _wake, (future,), self, self._wakeup_context, waiter, kind
-        )
+        timer = _future_timer(self, when_ns, sequence, future, waiter, kind)
         heapq.heappush(self._timers, (when_ns, sequence, timer))
         return timer
 
@@ -768,16 +799,7 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         if self._closed:
             raise RuntimeError("Event loop is closed")
         sequence = _DEADLINE_BASE + rank * _RANK_SPAN + next(self._sequence) % _RANK_SPAN
-        timer = _Timer(
-            when_ns,
-            sequence,
-            _wake,
-            (future,),
-            self,
-            self._wakeup_context,
-            waiter,
-            _ENGINE_DEADLINE,
-        )
+        timer = _future_timer(self, when_ns, sequence, future, waiter, _ENGINE_DEADLINE)
         heapq.heappush(self._timers, (when_ns, sequence, timer))
         return timer
 
@@ -1310,9 +1332,16 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
             timer or an ``instant_end`` waiter), else the earliest pending timer's instant, or
             ``None`` when nothing at all is scheduled.
         """
-        if self._has_work_now():
-            return self._now_ns
+        # _has_work_now, inlined: engines ask this at every commit
+        now = self._now_ns
+        if self._batch_left or self._ready:
+            return now
         timers = self._timers
+        if timers and timers[0][0] <= now:
+            return now
+        for entry in self._instant_end:
+            if not entry[2].done():
+                return now
         while timers and timers[0][2]._cancelled:  # drop cancelled timers off the heap top
             heapq.heappop(timers)
             self._cancelled_timers -= 1
