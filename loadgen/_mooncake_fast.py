@@ -89,7 +89,7 @@ def _read(
     del values  # what is left is columns
     if delays is None or sessions is None:
         return None
-    merging = delta and any(s is not None for s in sessions)
+    merging = delta and sessions.count(None) != count
     need = -(-prompts // block)
     if not ((counts >= need) | (counts == prompts // block)).all():
         return None
@@ -137,7 +137,7 @@ def _read(
 
 def _absent(count: int) -> Numbers:
     """A column of ``count`` absent numbers."""
-    return Numbers([None] * count, np.zeros(count, dtype=np.float64), np.zeros(count, np.bool_))
+    return Numbers(np.zeros(count, dtype=np.float64), np.zeros(count, dtype=np.bool_))
 
 
 def _arrivals(
@@ -156,7 +156,7 @@ def _arrivals(
     (stably, so each session's rows keep file order).
     """
     if sessions.count(None) == len(sessions):
-        return _standalone(stamps.cells, delays.cells, closed_loop)
+        return _standalone(stamps, delays, closed_loop)
     count = len(sessions)
     codes = dict.fromkeys(sessions)
     number = dict(zip(codes, range(len(codes)), strict=True))
@@ -191,7 +191,7 @@ def _arrivals(
         return None
     ignored = int((has_delay & has_stamp & later).sum())
     root_list = root_rows.tolist()
-    cells = stamps.cells
+    cells = stamps.cells()
     root_stamps = [cells[row] for row in root_list]
     given = [value for value in root_stamps if value is not None]
     origin = min(given) if given else None
@@ -221,23 +221,24 @@ def _arrivals(
 
 
 def _standalone(
-    stamps: list[float | None], delays: list[float | None], closed_loop: bool
+    stamps: Numbers, delays: Numbers, closed_loop: bool
 ) -> tuple[list[ArrivalRule], list[Identity], int] | None:
     """:func:`_arrivals` when no row has a session: every row is a root."""
-    if any(delays) or (not closed_loop and None in stamps):
+    if bool(delays.values.any()) or not (closed_loop or bool(stamps.given.all())):
         return None
-    given = [stamp for stamp in stamps if stamp is not None]
-    origin = min(given) if given else None
-    if origin is not None and max(given) - origin > MAX_INSTANT_MS:
+    cells = stamps.cells()
+    given = stamps.values[stamps.given]
+    origin = float(given.min()) if given.size else None
+    if origin is not None and float(given.max()) - origin > MAX_INSTANT_MS:
         return None
     # Rows with the same timestamp share one (frozen) rule: 12,031 rows, 1,180 instants.
     rules = {
         stamp: ArrivalRule(
             not_before_ms=stamp - origin if origin and stamp is not None else stamp, after=()
         )
-        for stamp in set(stamps)
+        for stamp in set(cells)
     }
-    return [rules[stamp] for stamp in stamps], [_NO_IDENTITY] * len(stamps), 0
+    return [rules[stamp] for stamp in cells], [_NO_IDENTITY] * len(cells), 0
 
 
 def _content(

@@ -20,7 +20,8 @@ from __future__ import annotations
 import json
 import warnings
 from collections.abc import Callable
-from itertools import chain
+from itertools import chain, repeat
+from operator import is_not
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -53,22 +54,25 @@ _OPENINGS = (b'"hash_ids": [', b'"hash_ids":[')
 _PLACEHOLDER = b'"hash_ids": 0'
 #: Ids cut out as text are below this (longer ones go through the JSON decoder).
 _LIMIT = 10**18
-#: What numpy reads as part of an integer list besides digits, commas, spaces, tabs and
-#: carriage returns (all JSON has there): signs and the other white space.
-_OTHER = (b"+", b"-", b"\n", b"\x0b", b"\x0c")
-_IS_DIGIT = np.zeros(256, dtype=np.bool_)
-_IS_DIGIT[48:58] = True
+#: What numpy reads as part of an integer list besides digits, commas and spaces: signs
+#: and other white space (JSON's tab and carriage return are left to the JSON decoder).
+_OTHER = (b"+", b"-", b"\t", b"\n", b"\r", b"\x0b", b"\x0c")
 
 
 class Numbers(NamedTuple):
-    """A column of numbers, some absent: as read, and as arrays."""
+    """A column of numbers, some absent, as arrays."""
 
-    cells: list[float | None]
-    """Each cell as a float, or None where absent."""
     values: npt.NDArray[np.float64]
-    """Each cell, 0.0 where absent."""
+    """Each cell as a float, 0.0 where absent."""
     given: npt.NDArray[np.bool_]
     """Where a cell is present."""
+
+    def cells(self) -> list[float | None]:
+        """Each cell as a float, or None where absent."""
+        cells: list[float | None] = self.values.tolist()
+        for index in np.flatnonzero(~self.given).tolist():
+            cells[index] = None
+        return cells
 
 
 class RowColumns(NamedTuple):
@@ -224,18 +228,20 @@ def _cut_ids(data: bytes) -> tuple[bytes, Ids, Ids] | None:
 
 def _digit_lists(bodies: list[bytes]) -> tuple[Ids, Ids] | None:
     """Each body's number of ids and all ids, if every body is the inside of a JSON list
-    of integers below ``10**18`` separated by a comma or a comma and a space (the
-    spellings JSON writers use); else None (such lists are read by the JSON decoder).
+    of integers below ``10**18``, commas and spaces; else None (such lists, and lists with
+    a space before a comma, are read by the JSON decoder).
 
-    numpy reads the bodies joined by commas; what it would accept and such a list would
-    not is ruled out around it: a sign or other white space (looked for), an empty item
-    (every comma and the start must be followed by a digit, after one space at most, and
-    the end must be a digit), and a leading zero.
+    numpy reads the bodies joined by commas; what it would take and such a list would
+    not is ruled out around it without a pass over the text in numpy (each would allocate
+    megabytes, bench/read.py): a sign or other white space, an item of spaces only (no
+    `` ,``, no space last; an empty item, as in ``,,``, stops numpy, and a comma last
+    leaves it one value short), and leading zeros (with every item holding digits, the
+    values read have fewer digits than the text if any has one).
     """
     joined = b",".join(filter(None, bodies))
     if not joined:
         return np.zeros(len(bodies), dtype=np.int64), np.empty(0, dtype=np.int64)
-    if any(char in joined for char in _OTHER):
+    if any(char in joined for char in _OTHER) or b" ," in joined or joined.endswith(b" "):
         return None
     try:
         with warnings.catch_warnings():
@@ -243,27 +249,18 @@ def _digit_lists(bodies: list[bytes]) -> tuple[Ids, Ids] | None:
             raw = np.fromstring(joined, dtype=np.int64, sep=",")
     except (ValueError, DeprecationWarning):
         return None  # a character no integer has, or two integers without a comma
-    chars = np.frombuffer(joined, dtype=np.uint8)
-    commas = np.flatnonzero(chars == 44)
-    if raw.size != commas.size + 1 or not (int(raw.min()) >= 0 and int(raw.max()) < _LIMIT):
+    counts = np.fromiter(map(bytes.count, bodies, repeat(b",")), np.int64, len(bodies))
+    counts += np.fromiter(map(bool, bodies), dtype=np.bool_, count=len(bodies))
+    commas = int(counts.sum()) - 1
+    if raw.size != commas + 1 or int(raw.min()) < 0 or int(raw.max()) >= _LIMIT:
         return None
-    if not _IS_DIGIT[chars[-1]]:
-        return None  # an empty last item (so every comma has a character after it)
-    # Each item's first digit: after its comma (or the start) and at most one space.
-    first = np.concatenate(([0], commas + 1))
-    first += chars[first] == 32
-    if not bool(_IS_DIGIT[chars[first]].all()):
-        return None  # an empty item
-    after = first[chars[first] == 48] + 1
-    if bool(_IS_DIGIT[chars[after[after < chars.size]]].any()):
+    digits = raw.size  # of the values read: one each, one more per power of ten reached
+    power = 10
+    while power <= int(raw.max()):
+        digits += int(np.count_nonzero(raw >= power))
+        power *= 10
+    if digits != len(joined) - commas - joined.count(b" "):
         return None  # a leading zero
-    lengths = np.fromiter(map(len, bodies), dtype=np.int64, count=len(bodies))
-    filled = np.flatnonzero(lengths)
-    # The comma after body k (or the end) is at stops[k]; body k holds the commas before
-    # it, less those before body k - 1's, minus the one joining them, plus one ids.
-    stops = np.cumsum(lengths[filled] + 1) - 1
-    counts = np.zeros(len(bodies), dtype=np.int64)
-    counts[filled] = np.diff(np.searchsorted(commas, stops), prepend=-1)
     return counts, raw
 
 
@@ -298,22 +295,21 @@ def number_column(column: list[object], high: float) -> Numbers | None:
     kinds = set(map(type, column))
     if not kinds <= {int, float, _NONE}:
         return None
+    count = len(column)
     gaps = _NONE in kinds
     present = [v for v in column if v is not None] if gaps else column
     try:
-        arr = np.array(present, dtype=np.float64)
+        arr = np.fromiter(present, dtype=np.float64, count=len(present))
     except OverflowError:
         return None
     if arr.size and not (np.isfinite(arr).all() and arr.min() >= 0 and arr.max() <= high):
         return None
     if not gaps:
-        cells: list[float | None] = arr.tolist()
-        return Numbers(cells, arr, np.ones(arr.size, dtype=np.bool_))
-    given = np.array([v is not None for v in column], dtype=np.bool_)
-    values = np.zeros(given.size, dtype=np.float64)
+        return Numbers(arr, np.ones(count, dtype=np.bool_))
+    given = np.fromiter(map(is_not, column, repeat(None)), dtype=np.bool_, count=count)
+    values = np.zeros(count, dtype=np.float64)
     values[given] = arr
-    floats = iter(arr.tolist())
-    return Numbers([None if v is None else next(floats) for v in column], values, given)
+    return Numbers(values, given)
 
 
 def id_column(column: list[object]) -> list[str | None] | None:
