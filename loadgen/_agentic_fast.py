@@ -255,7 +255,7 @@ def _graph(column: list[object], row_of: dict[str, int]) -> tuple[Ids, Ids, Ids]
     if int in item_kinds:
         flat = [v if type(v) is str else str(v) for v in flat]
     try:
-        targets_list = [row_of[name] for name in flat]  # type: ignore[index]
+        targets_list = list(map(row_of.__getitem__, flat))  # type: ignore[arg-type]
     except KeyError:
         return None
     sizes = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))

@@ -191,8 +191,12 @@ def _arrivals(
         return None
     ignored = int((has_delay & has_stamp & later).sum())
     root_list = root_rows.tolist()
-    cells = stamps.cells()
-    root_stamps = [cells[row] for row in root_list]
+    root_stamps = [
+        value if present else None
+        for value, present in zip(
+            stamps.values[root_rows].tolist(), stamps.given[root_rows].tolist(), strict=True
+        )
+    ]
     given = [value for value in root_stamps if value is not None]
     origin = min(given) if given else None
     if origin is not None and max(given) - origin > MAX_INSTANT_MS:
