@@ -104,7 +104,8 @@ def _read(data: bytes, src: str, block: int, ids: ContentInterner) -> Workload |
     is_root = dep_counts == 0
     root_rows = np.flatnonzero(is_root)
     root_stamps = stamps.values[root_rows]  # 0.0 where absent
-    origin = float(root_stamps.min())  # a DAG without a cycle has a root
+    # A DAG without a cycle has a root; the first smallest, as min() picks it (-0.0 or 0.0).
+    origin = min(root_stamps.tolist())
     if float(root_stamps.max()) - origin > MAX_INSTANT_MS:
         return None
     play, play_roots = _plays(count, owners, targets, dep_counts, root_rows, root_stamps, lines)

@@ -30,6 +30,8 @@ Ids = npt.NDArray[np.int64]
 
 _NO_IDENTITY = Identity()
 _ROOT = ArrivalRule()
+#: The key of an absent timestamp among the bits of present ones (which are finite).
+_ABSENT = int(np.array(np.nan).view(np.int64))
 
 
 def read_mooncake_fast(
@@ -190,24 +192,14 @@ def _arrivals(
     if not bool(((think[gap_at] >= 0) & (think[gap_at] <= MAX_INSTANT_MS)).all()):
         return None
     ignored = int((has_delay & has_stamp & later).sum())
-    root_list = root_rows.tolist()
-    root_stamps = [
-        value if present else None
-        for value, present in zip(
-            stamps.values[root_rows].tolist(), stamps.given[root_rows].tolist(), strict=True
-        )
-    ]
-    given = [value for value in root_stamps if value is not None]
-    origin = min(given) if given else None
-    if origin is not None and max(given) - origin > MAX_INSTANT_MS:
+    given = stamps.values[root_rows][stamps.given[root_rows]]
+    origin = float(given.min()) if given.size else None
+    if origin is not None and float(given.max()) - origin > MAX_INSTANT_MS:
         return None
-    # Roots with the same timestamp share one (frozen) rule.
-    unique = list(dict.fromkeys(root_stamps))
-    shifted = [value - origin if origin and value is not None else value for value in unique]
-    shared = dict(zip(unique, roots(shifted), strict=True))
     rules: list[ArrivalRule] = [_ROOT] * count
-    for row, value in zip(root_list, root_stamps, strict=True):
-        rules[row] = shared[value]
+    shared = _root_rules(stamps.values[root_rows], stamps.given[root_rows], origin)
+    for row, rule in zip(root_rows.tolist(), shared, strict=True):
+        rules[row] = rule
     waited = [request_ids[row] for row in order[np.flatnonzero(later) - 1].tolist()]
     built = after_completion(waited, think[later].tolist())
     for row, rule in zip(order[later].tolist(), built, strict=True):
@@ -230,19 +222,30 @@ def _standalone(
     """:func:`_arrivals` when no row has a session: every row is a root."""
     if bool(delays.values.any()) or not (closed_loop or bool(stamps.given.all())):
         return None
-    cells = stamps.cells()
     given = stamps.values[stamps.given]
     origin = float(given.min()) if given.size else None
     if origin is not None and float(given.max()) - origin > MAX_INSTANT_MS:
         return None
-    # Rows with the same timestamp share one (frozen) rule: 12,031 rows, 1,180 instants.
-    rules = {
-        stamp: ArrivalRule(
-            not_before_ms=stamp - origin if origin and stamp is not None else stamp, after=()
-        )
-        for stamp in set(cells)
-    }
-    return [rules[stamp] for stamp in cells], [_NO_IDENTITY] * len(cells), 0
+    rules = _root_rules(stamps.values, stamps.given, origin)
+    return rules, [_NO_IDENTITY] * len(rules), 0
+
+
+def _root_rules(
+    values: npt.NDArray[np.float64], given: npt.NDArray[np.bool_], origin: float | None
+) -> list[ArrivalRule]:
+    """Each root's rule: at its timestamp, less ``origin`` unless that is 0 (None where
+    it has none). Roots with the same timestamp share one (frozen) rule (12,031 rows,
+    1,180 instants in the shared trace); same means the same bits, so -0.0 stays apart
+    from 0.0 as it does when each row is read alone.
+    """
+    keys = np.where(given, values.view(np.int64), _ABSENT)
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    stamps = [
+        value if present else None
+        for value, present in zip(values[first].tolist(), given[first].tolist(), strict=True)
+    ]
+    made = roots([v - origin if origin and v is not None else v for v in stamps])
+    return [made[at] for at in inverse.reshape(-1).tolist()]
 
 
 def _content(
