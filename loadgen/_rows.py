@@ -154,11 +154,14 @@ def _as_array(text: str) -> list[dict[str, object]] | None:
     ends its line: the separators are the joins, and each line is exactly one object.
     """
     body = text[:-1] if text.endswith("\n") else text
-    lines = body.count("\n") + 1
-    if not body.endswith("}") or body.count("}") != lines or body.count("}\n") != lines - 1:
+    # Every line break follows a brace when none is left once those are replaced; the
+    # replacement is one character longer, so the lengths count the lines.
+    joined = body.replace("}\n", "}, ")
+    lines = len(joined) - len(body) + 1
+    if "\n" in joined or not body.endswith("}") or body.count("}") != lines:
         return None
     try:
-        values = _DECODE("[" + body.replace("\n", ",") + "]")
+        values = _DECODE("[" + joined + "]")
     except (ValueError, RecursionError):
         return None
     if len(values) != lines or set(map(type, values)) != {dict}:
