@@ -243,7 +243,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", action="append", default=None)
     args = parser.parse_args(argv)
     base = _baseline(args.baseline)
-    folder = Path(tempfile.mkdtemp(prefix="bench-read"))
+    with tempfile.TemporaryDirectory(prefix="bench-read") as scratch:
+        return _run(args, base, Path(scratch))
+
+
+def _run(args: argparse.Namespace, base: ModuleType | None, folder: Path) -> int:
     if args.data is None:
         mooncake = _plain(loadgen.dataset_path("mooncake-conversation"), folder)
         azure = _plain(loadgen.dataset_path("azure-conv-2023"), folder)
