@@ -12,7 +12,7 @@ Both paths give the same workload; a differential test compares them.
 from __future__ import annotations
 
 from itertools import chain
-from typing import cast
+from typing import NamedTuple, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -22,8 +22,8 @@ from ._fields import collector_paused
 from ._intern import ContentInterner
 from ._limits import MAX_INSTANT_MS
 from ._lineage import derive_lineage
-from ._mooncake_fast import id_column, id_lists, number_column, row_columns
 from ._request import ArrivalRule, Lineage, requests_from_columns
+from ._rows import id_column, number_column, row_columns
 from ._workload import Play, Tolerated, Workload
 
 __all__ = ("read_agentic_fast",)
@@ -53,37 +53,38 @@ def read_agentic_fast(
         return _read(data, src, block, ids)
 
 
-def _waits(column: list[object], high: float) -> npt.NDArray[np.float64] | None:
-    """A delay column as floats, absent cells 0.0, if every cell is a number in range."""
-    numbers = number_column(column, high)
-    if numbers is None:
-        return None
-    return np.array([0.0 if v is None else v for v in numbers], dtype=np.float64)
+def _waits(values: list[dict[str, object]], present: set[str]) -> npt.NDArray[np.float64] | None:
+    """Each row's ``delay + tool_wait_ms`` (absent ones 0.0, added as a row adds them),
+    if every cell is a number and every sum in range."""
+    count = len(values)
+    added: list[npt.NDArray[np.float64]] = []
+    for key in ("delay", "tool_wait_ms"):
+        if key not in present:
+            added.append(np.zeros(count, dtype=np.float64))
+            continue
+        column = number_column([v.get(key) for v in values], float("inf"))
+        if column is None:
+            return None
+        added.append(column.values)
+    waits = added[0] + added[1]
+    return None if float(waits.max()) > MAX_INSTANT_MS else waits
 
 
 def _read(data: bytes, src: str, block: int, ids: ContentInterner) -> Workload | None:
     rows = row_columns(data)
     if rows is None:
         return None
-    values, lines, present, prompts, outputs, stamps = rows
+    values, lines, present, prompts, outputs, stamps, counts, raw = rows
     del rows
     count = len(values)
-    added: list[npt.NDArray[np.float64]] = []
-    for key in ("delay", "tool_wait_ms"):
-        column = _waits([v.get(key) for v in values], float("inf")) if key in present else None
-        if key in present and column is None:
-            return None
-        added.append(np.zeros(count, dtype=np.float64) if column is None else column)
-    waits = added[0] + added[1]  # delay + tool_wait_ms, absent ones 0.0, as rows add them
-    if float(waits.max()) > MAX_INSTANT_MS:
-        return None
+    waits = _waits(values, present)
     sessions = (
         id_column([v.get("session_id") for v in values])
         if "session_id" in present
         else [None] * count
     )
     names = id_column([v.get("request_id") for v in values])
-    if sessions is None or names is None or None in names:
+    if waits is None or sessions is None or names is None or None in names:
         return None
     request_names = cast(list[str], names)
     session_names = ["main" if s is None else s for s in sessions]
@@ -93,56 +94,27 @@ def _read(data: bytes, src: str, block: int, ids: ContentInterner) -> Workload |
     if len(row_of) != count:
         return None  # a duplicate request id
     graph = _graph([v.get("wait_for") for v in values], row_of)
-    hash_lists = [v.get("hash_ids") for v in values]
-    if graph is None or set(map(type, hash_lists)) != {list}:
+    del values  # what is left is columns
+    if graph is None:
         return None
     owners, targets, dep_counts = graph
-    lists = cast(list[list[object]], hash_lists)
-    counts = np.fromiter(map(len, lists), dtype=np.int64, count=count)
-    raw = id_lists(lists)
-    del values, hash_lists, lists
-    if raw is None:
-        return None
     need = -(-prompts // block)
     if not ((counts >= need) | (counts == prompts // block)).all():
         return None
     is_root = dep_counts == 0
     root_rows = np.flatnonzero(is_root)
-    root_stamps = np.array(
-        [0.0 if stamps[i] is None else stamps[i] for i in root_rows.tolist()], dtype=np.float64
-    )
-    origin = float(root_stamps.min())  # a DAG without a cycle has a root
+    root_stamps = stamps.values[root_rows]  # 0.0 where absent
+    # A DAG without a cycle has a root; the first smallest, as min() picks it (-0.0 or 0.0).
+    origin = min(root_stamps.tolist())
     if float(root_stamps.max()) - origin > MAX_INSTANT_MS:
         return None
-    component = _components(count, owners, targets, dep_counts)
-    # Each play is named by its earliest root, smallest (timestamp, line); plays in
-    # that order.
-    line_numbers = np.asarray(lines, dtype=np.int64)
-    by_root = np.lexsort((line_numbers[root_rows], root_stamps, component[root_rows]))
-    sorted_components = component[root_rows][by_root]
-    first = np.ones(by_root.size, dtype=np.bool_)
-    first[1:] = sorted_components[1:] != sorted_components[:-1]
-    earliest = root_rows[by_root[first]]  # per component (ascending component label)
-    earliest_keys = np.lexsort((line_numbers[earliest], root_stamps[by_root[first]]))
-    play_count = int(earliest.size)
-    play_of_component = np.empty(int(component.max()) + 1, dtype=np.int64)
-    play_of_component[sorted_components[first][earliest_keys]] = np.arange(
-        play_count, dtype=np.int64
-    )
-    play = play_of_component[component]
-    play_roots = earliest[earliest_keys].tolist()
+    play, play_roots = _plays(count, owners, targets, dep_counts, root_rows, root_stamps, lines)
+    play_count = len(play_roots)
     play_names = [f"{src}:{request_names[row]}" for row in play_roots]
     row_play = [play_names[p] for p in play.tolist()]
     full_ids = [f"{p}/{r}" for p, r in zip(row_play, request_names, strict=True)]
-    conversations = [f"{p}/{s}" for p, s in zip(row_play, session_names, strict=True)]
-    lineage = _lineages(conversations, owners, targets, count)
-    turn_of: dict[str, int] = {}
-    turns: list[int] = []
-    for conversation in conversations:
-        turn = turn_of.get(conversation, 0)
-        turn_of[conversation] = turn + 1
-        turns.append(turn)
-    people = identities(conversations, turns, row_play, [lineage[c] for c in conversations])
+    talks = _conversations(play, session_names, row_play, owners, targets)
+    people = identities(talks.names, talks.turns, row_play, talks.lineages)
     rules = _rules(
         root_rows, root_stamps - origin, owners, targets, dep_counts, waits, full_ids, count
     )
@@ -172,14 +144,11 @@ def _read(data: bytes, src: str, block: int, ids: ContentInterner) -> Workload |
         Play(
             id=play_names[p],
             request_indices=tuple(rows_in_order[bounds[p] : bounds[p + 1]]),
-            conversations=tuple(
-                dict.fromkeys(conversations[i] for i in rows_in_order[bounds[p] : bounds[p + 1]])
-            ),
+            conversations=talks.of_play[p],
             content_ids=(ranges[p], ranges[p + 1]),
         )
         for p in range(play_count)
     )
-    ignored = sum(1 for i in np.flatnonzero(~is_root).tolist() if stamps[i] is not None)
     return Workload(
         requests=requests,
         source=src,
@@ -187,9 +156,88 @@ def _read(data: bytes, src: str, block: int, ids: ContentInterner) -> Workload |
         tolerated=Tolerated(
             surplus_ids=int(np.maximum(counts - need, 0).sum()),
             private_tail_ids=int(tail.sum()),
-            ignored_timestamps=ignored,
+            ignored_timestamps=int((stamps.given & ~is_root).sum()),
         ),
         plays=plays,
+    )
+
+
+def _plays(
+    count: int,
+    owners: Ids,
+    targets: Ids,
+    dep_counts: Ids,
+    root_rows: Ids,
+    root_stamps: npt.NDArray[np.float64],
+    lines: list[int],
+) -> tuple[Ids, list[int]]:
+    """Each row's play and each play's root row, plays in order.
+
+    A play is a weakly connected component, named by its earliest root (smallest
+    timestamp, then line); plays are in that order.
+    """
+    component = _components(count, owners, targets, dep_counts)
+    line_numbers = np.asarray(lines, dtype=np.int64)
+    by_root = np.lexsort((line_numbers[root_rows], root_stamps, component[root_rows]))
+    sorted_components = component[root_rows][by_root]
+    first = np.ones(by_root.size, dtype=np.bool_)
+    first[1:] = sorted_components[1:] != sorted_components[:-1]
+    earliest = root_rows[by_root[first]]  # per component (ascending component label)
+    earliest_keys = np.lexsort((line_numbers[earliest], root_stamps[by_root[first]]))
+    play_of_component = np.empty(int(component.max()) + 1, dtype=np.int64)
+    play_of_component[sorted_components[first][earliest_keys]] = np.arange(
+        earliest.size, dtype=np.int64
+    )
+    return play_of_component[component], earliest[earliest_keys].tolist()
+
+
+class _Conversations(NamedTuple):
+    """Each row's conversation, turn and lineage, and each play's conversations."""
+
+    names: list[str]
+    turns: list[int]
+    lineages: list[Lineage | None]
+    of_play: list[tuple[str, ...]]
+
+
+def _conversations(
+    play: Ids, session_names: list[str], row_play: list[str], owners: Ids, targets: Ids
+) -> _Conversations:
+    """The conversations (``<play>/<session>``): a row's turn is its place among its
+    conversation's rows in file order; a play lists its conversations in order of first
+    appearance."""
+    count = play.size
+    sessions = dict.fromkeys(session_names)
+    number = dict(zip(sessions, range(len(sessions)), strict=True))
+    session_code = np.fromiter(map(number.__getitem__, session_names), np.int64, count)
+    keys = play * len(sessions) + session_code
+    _, first_rows, code = np.unique(keys, return_index=True, return_inverse=True)
+    code = code.reshape(-1)
+    # Conversations numbered in order of first appearance, so the names are made once.
+    by_first = np.argsort(first_rows, kind="stable")
+    renumber = np.empty(by_first.size, dtype=np.int64)
+    renumber[by_first] = np.arange(by_first.size, dtype=np.int64)
+    code = renumber[code]
+    firsts = first_rows[by_first].tolist()
+    unique = [f"{row_play[r]}/{session_names[r]}" for r in firsts]
+    order = np.argsort(code, kind="stable")
+    in_order = code[order]
+    starts = np.flatnonzero(np.concatenate(([True], in_order[1:] != in_order[:-1])))
+    turn = np.empty(count, dtype=np.int64)
+    turn[order] = np.arange(count, dtype=np.int64) - np.repeat(
+        starts, np.diff(starts, append=count)
+    )
+    lineage = _lineages(unique, code, owners, targets)
+    firsts_play = play[first_rows[by_first]]
+    by_play = np.argsort(firsts_play, kind="stable")
+    bounds = np.searchsorted(firsts_play[by_play], np.arange(int(play.max()) + 2)).tolist()
+    listed = by_play.tolist()
+    of_play = [
+        tuple(unique[c] for c in listed[bounds[p] : bounds[p + 1]]) for p in range(len(bounds) - 1)
+    ]
+    rows = code.tolist()
+    return _Conversations(
+        [unique[c] for c in rows], turn.tolist(), [lineage[c] for c in rows], of_play
     )
 
 
@@ -208,7 +256,7 @@ def _graph(column: list[object], row_of: dict[str, int]) -> tuple[Ids, Ids, Ids]
     if int in item_kinds:
         flat = [v if type(v) is str else str(v) for v in flat]
     try:
-        targets_list = [row_of[name] for name in flat]  # type: ignore[index]
+        targets_list = list(map(row_of.__getitem__, flat))  # type: ignore[arg-type]
     except KeyError:
         return None
     sizes = np.fromiter(map(len, lists), dtype=np.int64, count=len(lists))
@@ -275,28 +323,31 @@ def _components(count: int, owners: Ids, targets: Ids, dep_counts: Ids) -> Ids:
 
 
 def _lineages(
-    conversations: list[str], owners: Ids, targets: Ids, count: int
-) -> dict[str, Lineage | None]:
+    conversations: list[str], code: Ids, owners: Ids, targets: Ids
+) -> list[Lineage | None]:
     """Each conversation's lineage (§6): a conversation's candidate parents are the other
     conversations its entry requests (those without a dependency inside it) wait for.
 
-    Candidates of different plays never meet, so all plays are derived in one call; the
-    order of candidates does not change the outcome (one parent, or none).
+    ``code`` is each row's conversation (an index into ``conversations``). Candidates of
+    different plays never meet, so all plays are derived in one call; the order of
+    candidates does not change the outcome (one parent, or none). Without a dependency
+    across conversations every conversation is a root.
     """
-    codes: dict[str, int] = {}
-    code = np.fromiter(
-        (codes.setdefault(c, len(codes)) for c in conversations), dtype=np.int64, count=count
-    )
-    inside = np.zeros(count, dtype=np.bool_)
+    inside = np.zeros(code.size, dtype=np.bool_)
     inside[owners[code[owners] == code[targets]]] = True
     crossing = np.flatnonzero(~inside[owners])
-    candidates: dict[str, list[str]] = {c: [] for c in codes}
-    for owner, target in zip(owners[crossing].tolist(), targets[crossing].tolist(), strict=True):
+    if not crossing.size:
+        return [Lineage(root_conversation_id=c) for c in conversations]
+    candidates: dict[str, list[str]] = {c: [] for c in conversations}
+    for owner, target in zip(
+        code[owners[crossing]].tolist(), code[targets[crossing]].tolist(), strict=True
+    ):
         found = candidates[conversations[owner]]
         other = conversations[target]
         if other not in found:
             found.append(other)
-    return dict(derive_lineage(candidates).lineages)
+    derived = derive_lineage(candidates).lineages
+    return [derived[c] for c in conversations]
 
 
 def _rules(

@@ -14,20 +14,21 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
+from itertools import repeat
 
 import numpy as np
 import numpy.typing as npt
 
+from ._columns import roots
 from ._fields import collector_paused
 from ._intern import ContentInterner
 from ._limits import MAX_IDS, MAX_INSTANT_MS, MAX_TOKENS
-from ._request import ArrivalRule, Identity, requests_from_columns
+from ._request import Identity, requests_from_columns
 from ._workload import Tolerated, Workload
 
 __all__ = ("read_csv_fast",)
 
-_INTS = re.compile(r"(?:[0-9]{1,9}\n)*[0-9]{1,9}")
 _SECONDS = re.compile(
     r"(?:(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\n)*"
     r"(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
@@ -44,7 +45,8 @@ _COLUMNS: dict[str, tuple[str, str, str]] = {
 
 
 def _table(data: bytes) -> tuple[list[str], list[int], list[list[str]]] | None:
-    """The header names, and each data row's line number and cells; None if not plain."""
+    """The header names, each data row's line number, and each column's cells; None if
+    not plain."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError:
@@ -59,18 +61,23 @@ def _table(data: bytes) -> tuple[list[str], list[int], list[list[str]]] | None:
     if max(map(len, lines)) >= _FIELD_LIMIT:
         return None
     names = [name.strip() for name in lines[0].split(",")]
-    if len(set(names)) != len(names):
+    width = len(names)
+    if len(set(names)) != width:
         return None
     numbers = [n for n, line in enumerate(lines[1:], start=2) if line.strip()]
-    rows = [lines[n - 1].split(",") for n in numbers]
-    if not rows or set(map(len, rows)) != {len(names)}:
+    body = [lines[n - 1] for n in numbers] if len(numbers) < len(lines) - 2 else lines[1:]
+    if len(body) > len(numbers):
+        body.pop()  # the empty line after the last line break
+    if not body or set(map(str.count, body, repeat(","))) != {width - 1}:
         return None
-    return names, numbers, rows
+    # Every row holds width cells: the cells of all rows, in order, split at once.
+    cells = ",".join(body).split(",")
+    return names, numbers, [cells[at::width] for at in range(width)]
 
 
-def _ints(column: tuple[str, ...], low: int) -> npt.NDArray[np.int64] | None:
+def _ints(column: Sequence[str], low: int) -> npt.NDArray[np.int64] | None:
     """Bare decimal integers in ``[low, MAX_TOKENS]``, else None."""
-    if not _INTS.fullmatch("\n".join(column)):
+    if not (_digits_only(column) and max(map(len, column)) <= 9):
         return None
     values = np.fromiter(map(int, column), dtype=np.int64, count=len(column))
     if int(values.min()) < low or int(values.max()) > MAX_TOKENS:
@@ -78,15 +85,24 @@ def _ints(column: tuple[str, ...], low: int) -> npt.NDArray[np.int64] | None:
     return values
 
 
-def _seconds(column: tuple[str, ...]) -> npt.NDArray[np.float64] | None:
+def _seconds(column: Sequence[str]) -> npt.NDArray[np.float64] | None:
     """Bare finite decimal numbers ``>= 0``, else None."""
-    if not _SECONDS.fullmatch("\n".join(column)):
+    if _digits_only([cell.replace(".", "", 1) for cell in column]):
+        pass  # digits with at most one point each (and some digit): what the pattern takes
+    elif not _SECONDS.fullmatch("\n".join(column)):
         return None
     values = np.fromiter(map(float, column), dtype=np.float64, count=len(column))
     return values if bool(np.isfinite(values).all()) else None
 
 
-def _azure_ticks(column: tuple[str, ...]) -> npt.NDArray[np.int64] | None:
+def _digits_only(cells: Sequence[str]) -> bool:
+    """Whether every cell is one or more ASCII digits (checked on the cells joined, in C,
+    rather than by a pattern per character)."""
+    joined = "".join(cells)
+    return joined.isascii() and joined.isdigit() and min(map(len, cells)) > 0
+
+
+def _azure_ticks(column: Sequence[str]) -> npt.NDArray[np.int64] | None:
     """``YYYY-MM-DD HH:MM:SS[.f…]`` of one width as 100 ns ticks since 1970, else None."""
     width = len(column[0])
     digits = width - 20
@@ -182,13 +198,12 @@ def _read(
     table = _table(data)
     if table is None:
         return None
-    names, lines, rows = table
+    names, lines, columns = table
     time_name, in_name, out_name = _COLUMNS[fmt]
     if fmt == "burstgpt" and not {"Model", "Log Type"} <= set(names):
         return None
     if not {time_name, in_name, out_name} <= set(names):
         return None
-    columns = list(zip(*rows, strict=True))
     prompts = _ints(columns[names.index(in_name)], 1)
     outputs = _ints(columns[names.index(out_name)], 0)
     when: npt.NDArray[np.int64] | npt.NDArray[np.float64] | None
@@ -226,14 +241,16 @@ def _read(
     content.flags.writeable = False
     ids.next_id += int(ends[-1])
     starts = (ends - sizes).tolist()
-    rules = {t: ArrivalRule(not_before_ms=t) for t in set(arrivals.tolist())}
+    # Rows with the same arrival share one (frozen) rule; arrivals are >= 0, never -0.0.
+    instants, inverse = np.unique(arrivals, return_inverse=True)
+    made = roots(instants.tolist())
     requests = requests_from_columns(
         [f"{src}:{line}" for line in lines],
         prompts.tolist(),
         outputs.tolist(),
         block,
         [content[a:b] for a, b in zip(starts, ends.tolist(), strict=True)],
-        [rules[t] for t in arrivals.tolist()],
+        [made[at] for at in inverse.reshape(-1).tolist()],
         [_NO_IDENTITY] * len(lines),
     )
     tolerated = Tolerated(dropped_failures=dropped, filtered_rows=filtered)

@@ -215,7 +215,8 @@ class ContentInterner:
         else:  # large raw ids: rank them first, so the pairs fit in one int64
             _, codes = np.unique(raws, return_inverse=True)
             keys = scopes * (int(codes.max()) + 1) + codes.reshape(-1)
-        keys = np.where(raws < 0, -1 - np.arange(size, dtype=np.int64), keys)
+        if int(raws.min()) < 0:  # each private id its own (negative) key
+            keys = np.where(raws < 0, -1 - np.arange(size, dtype=np.int64), keys)
         out, first = _first_seen(keys, self.next_id)
         self.next_id += int(first.size)
         return out, np.bincount(scopes[first], minlength=count).astype(np.int64)

@@ -12,11 +12,6 @@ differential test compares them.
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
-from itertools import chain
-from typing import Any, NamedTuple, cast
-
 import numpy as np
 import numpy.typing as npt
 
@@ -24,133 +19,19 @@ from ._columns import after_completion, identities, roots
 from ._delta_fast import delta_content
 from ._fields import collector_paused
 from ._intern import ContentInterner
-from ._limits import MAX_INSTANT_MS, MAX_TOKENS
+from ._limits import MAX_INSTANT_MS
 from ._request import ArrivalRule, Identity, requests_from_columns
+from ._rows import Numbers, id_column, number_column, row_columns
 from ._workload import Tolerated, Workload
 
-__all__ = (
-    "id_column",
-    "id_lists",
-    "int_column",
-    "number_column",
-    "parse_objects",
-    "read_mooncake_fast",
-)
+__all__ = ("read_mooncake_fast",)
 
 Ids = npt.NDArray[np.int64]
 
-_SCAN: Callable[[str, int], tuple[Any, int]] = json.JSONDecoder().scan_once  # type: ignore[attr-defined]
-_FIELDS = frozenset(("timestamp", "input_length", "output_length", "hash_ids"))
-#: Field aliases only the record reader resolves: a file using one is read record by record.
-ALIASES = frozenset(("created_time", "input_tokens", "output_tokens", "delay_ms"))
-_NONE = type(None)
 _NO_IDENTITY = Identity()
 _ROOT = ArrivalRule()
-
-
-def parse_objects(data: bytes) -> tuple[list[dict[str, object]], list[int]] | None:
-    """Every non-blank line's JSON object and line number, or None if any is not one."""
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    values: list[dict[str, object]] = []
-    numbers: list[int] = []
-    scan = _SCAN
-    try:
-        for number, raw in enumerate(text.split("\n"), start=1):
-            # Only JSON whitespace is stripped: a line the record reader would see
-            # differently fails the scan and sends the file to that reader.
-            body = raw.strip(" \t\r")
-            if not body:
-                continue
-            value, end = scan(body, 0)
-            if end != len(body) or type(value) is not dict:
-                return None
-            values.append(value)
-            numbers.append(number)
-    except (StopIteration, ValueError, RecursionError):
-        return None
-    return values, numbers
-
-
-class RowColumns(NamedTuple):
-    """Every row of a Mooncake-style file as parsed, and the columns all such readers take."""
-
-    values: list[dict[str, object]]
-    lines: list[int]
-    present: set[str]
-    prompts: npt.NDArray[np.int64]
-    outputs: npt.NDArray[np.int64]
-    stamps: list[float | None]
-
-
-def row_columns(data: bytes) -> RowColumns | None:
-    """Parse every line and take the lengths and timestamps, or None when the record reader
-    must read the file (a line that is not an object, a field alias, a cell out of range)."""
-    parsed = parse_objects(data)
-    if parsed is None or not parsed[0]:
-        return None
-    values, lines = parsed
-    present: set[str] = set().union(*values)
-    if present & ALIASES:
-        return None
-    prompts = int_column([v.get("input_length") for v in values], 1, MAX_TOKENS)
-    outputs = int_column([v.get("output_length") for v in values], 0, MAX_TOKENS)
-    stamps = number_column([v.get("timestamp") for v in values], float("inf"))
-    if prompts is None or outputs is None or stamps is None:
-        return None
-    return RowColumns(values, lines, present, prompts, outputs, stamps)
-
-
-def int_column(column: list[object], low: int, high: int) -> npt.NDArray[np.int64] | None:
-    """The column as int64 if every cell is a JSON integer in ``[low, high]``."""
-    if set(map(type, column)) != {int}:
-        return None
-    try:
-        arr = np.array(column, dtype=np.int64)
-    except OverflowError:
-        return None
-    if arr.size and (int(arr.min()) < low or int(arr.max()) > high):
-        return None
-    return arr
-
-
-def id_lists(lists: list[list[object]]) -> Ids | None:
-    """All lists' items as one int64 array if each is a JSON integer >= 0, else None."""
-    flat = list(chain.from_iterable(lists))
-    return int_column(flat, 0, 2**63 - 1) if flat else np.empty(0, dtype=np.int64)
-
-
-def number_column(column: list[object], high: float) -> list[float | None] | None:
-    """The column as floats (None kept) if every cell is a finite number in ``[0, high]``."""
-    kinds = set(map(type, column))
-    if not kinds <= {int, float, _NONE}:
-        return None
-    present = column if _NONE not in kinds else [v for v in column if v is not None]
-    try:
-        arr = np.array(present, dtype=np.float64)
-    except OverflowError:
-        return None
-    if arr.size and not (np.isfinite(arr).all() and arr.min() >= 0 and arr.max() <= high):
-        return None
-    if _NONE not in kinds:
-        out: list[float | None] = arr.tolist()
-        return out
-    floats = iter(arr.tolist())
-    return [None if v is None else next(floats) for v in column]
-
-
-def id_column(column: list[object]) -> list[str | None] | None:
-    """The column as strings (None kept) if every cell is a non-empty string or an integer."""
-    kinds = set(map(type, column))
-    if not kinds <= {str, int, _NONE} or "" in column:
-        return None
-    if int not in kinds:
-        return column  # type: ignore[return-value]  # str or None, checked above
-    return [v if v is None or type(v) is str else str(v) for v in column]
+#: The key of an absent timestamp among the bits of present ones (which are finite).
+_ABSENT = int(np.array(np.nan).view(np.int64))
 
 
 def read_mooncake_fast(
@@ -194,31 +75,23 @@ def _read(
     rows = row_columns(data)
     if rows is None:
         return None
-    values, lines, present, prompts, outputs, stamps = rows
+    values, lines, present, prompts, outputs, stamps, counts, raw = rows
     del rows
     count = len(values)
-    delays: list[float | None] | None = (
+    delays = (
         number_column([v.get("delay") for v in values], MAX_INSTANT_MS)
         if "delay" in present
-        else [None] * count
+        else _absent(count)
     )
     sessions: list[str | None] | None = (
         id_column([v.get("session_id") for v in values])
         if "session_id" in present
         else [None] * count
     )
+    del values  # what is left is columns
     if delays is None or sessions is None:
         return None
-    merging = delta and any(s is not None for s in sessions)
-    hash_lists = [v.get("hash_ids") for v in values]
-    if set(map(type, hash_lists)) != {list}:
-        return None
-    lists = cast(list[list[object]], hash_lists)
-    counts = np.fromiter(map(len, lists), dtype=np.int64, count=count)
-    raw = id_lists(lists)
-    del values, hash_lists, lists  # what is left is columns
-    if raw is None:
-        return None
+    merging = delta and sessions.count(None) != count
     need = -(-prompts // block)
     if not ((counts >= need) | (counts == prompts // block)).all():
         return None
@@ -264,102 +137,115 @@ def _read(
     )
 
 
+def _absent(count: int) -> Numbers:
+    """A column of ``count`` absent numbers."""
+    return Numbers(np.zeros(count, dtype=np.float64), np.zeros(count, dtype=np.bool_))
+
+
 def _arrivals(
     request_ids: list[str],
-    stamps: list[float | None],
-    delays: list[float | None],
+    stamps: Numbers,
+    delays: Numbers,
     sessions: list[str | None],
     src: str,
     closed_loop: bool,
 ) -> tuple[list[ArrivalRule], list[Identity], int] | None:
-    """Each row's arrival rule and identity (the session rules of §2.1), or None."""
+    """Each row's arrival rule and identity (the session rules of §2.1), or None.
+
+    A session's first row is a root at its timestamp; each later row waits for the
+    completion of the row before it plus its ``delay``, else the gap from the session's
+    latest timestamp used, else nothing. Worked out per column: rows sorted by session
+    (stably, so each session's rows keep file order).
+    """
     if sessions.count(None) == len(sessions):
         return _standalone(stamps, delays, closed_loop)
     count = len(sessions)
-    root_rows: list[int] = []
-    root_stamps: list[float | None] = []
-    later_rows: list[int] = []  # rows after a session's first turn
-    later_after: list[str] = []  # the request each waits for
-    later_think: list[float] = []
-    turn_rows: list[int] = []  # rows with a session
-    turn_conversations: list[str] = []
-    turn_indices: list[int] = []
-    # Per session: [conversation id, last request id, turns so far, latest timestamp].
-    state: dict[str, list[Any]] = {}
-    ignored = 0
-    for index, stamp, delay, key in zip(range(count), stamps, delays, sessions, strict=True):
-        if key is None or (known := state.get(key)) is None:
-            if delay or (stamp is None and not closed_loop):
-                return None
-            root_rows.append(index)
-            root_stamps.append(stamp)
-            if key is not None:
-                conversation = f"{src}/{key}"
-                turn_rows.append(index)
-                turn_conversations.append(conversation)
-                turn_indices.append(0)
-                state[key] = [conversation, request_ids[index], 1, stamp]
-            continue
-        if delay is not None:
-            think = delay
-            ignored += stamp is not None
-        elif stamp is not None:
-            latest = known[3]
-            if latest is None:
-                return None
-            think = stamp - latest
-            if think < 0 or think > MAX_INSTANT_MS:
-                return None
-            known[3] = stamp
-        else:
-            think = 0.0
-        later_rows.append(index)
-        later_after.append(known[1])
-        later_think.append(think)
-        turn_rows.append(index)
-        turn_conversations.append(known[0])
-        turn_indices.append(known[2])
-        known[1] = request_ids[index]
-        known[2] += 1
-    given = [stamp for stamp in root_stamps if stamp is not None]
-    origin = min(given) if given else None
-    if given and max(given) - origin > MAX_INSTANT_MS:  # type: ignore[operator]
+    codes = dict.fromkeys(sessions)
+    number = dict(zip(codes, range(len(codes)), strict=True))
+    code = np.fromiter(map(number.__getitem__, sessions), dtype=np.int64, count=count)
+    order = np.argsort(code, kind="stable")
+    in_order = code[order]
+    first = np.ones(count, dtype=np.bool_)  # in session order: a session's first row
+    first[1:] = in_order[1:] != in_order[:-1]
+    starts = np.flatnonzero(first)
+    turn = np.arange(count, dtype=np.int64) - np.repeat(starts, np.diff(starts, append=count))
+    named = in_order != number.get(None, -1)  # rows without a session are roots alone
+    root = first | ~named
+    root_rows = order[root]
+    if bool(delays.values[root_rows].any()):
+        return None  # a first turn waits for nothing
+    if not closed_loop and not bool(stamps.given[root_rows].all()):
         return None
-    # Roots with the same timestamp share one (frozen) rule.
-    unique = list(dict.fromkeys(root_stamps))
-    shifted = [stamp - origin if origin and stamp is not None else stamp for stamp in unique]
-    shared = dict(zip(unique, roots(shifted), strict=True))
+    # A later row's gap runs from the latest timestamp its session used: the first row's,
+    # or a later row's given without a delay.
+    later = ~root
+    has_stamp, has_delay = stamps.given[order], delays.given[order]
+    gap = ~has_delay & has_stamp & later
+    used = np.where(root | gap, np.arange(count, dtype=np.int64), 0)
+    latest = np.maximum.accumulate(used)  # in session order, never before its session
+    gap_at = np.flatnonzero(gap)
+    since = order[latest[gap_at - 1]]
+    if not bool(stamps.given[since].all()):
+        return None  # a gap from a first row without a timestamp
+    think = delays.values[order]
+    think[gap_at] = stamps.values[order[gap_at]] - stamps.values[since]
+    if not bool(((think[gap_at] >= 0) & (think[gap_at] <= MAX_INSTANT_MS)).all()):
+        return None
+    ignored = int((has_delay & has_stamp & later).sum())
+    given = stamps.values[root_rows][stamps.given[root_rows]]
+    origin = float(given.min()) if given.size else None
+    if origin is not None and float(given.max()) - origin > MAX_INSTANT_MS:
+        return None
     rules: list[ArrivalRule] = [_ROOT] * count
-    for index, stamp in zip(root_rows, root_stamps, strict=True):
-        rules[index] = shared[stamp]
-    for index, rule in zip(later_rows, after_completion(later_after, later_think), strict=True):
-        rules[index] = rule
+    shared = _root_rules(stamps.values[root_rows], stamps.given[root_rows], origin)
+    for row, rule in zip(root_rows.tolist(), shared, strict=True):
+        rules[row] = rule
+    waited = [request_ids[row] for row in order[np.flatnonzero(later) - 1].tolist()]
+    built = after_completion(waited, think[later].tolist())
+    for row, rule in zip(order[later].tolist(), built, strict=True):
+        rules[row] = rule
     people: list[Identity] = [_NO_IDENTITY] * count
-    for index, identity in zip(
-        turn_rows, identities(turn_conversations, turn_indices), strict=True
-    ):
-        people[index] = identity
+    conversation = {key: f"{src}/{key}" for key in codes if key is not None}
+    rows_named = order[named].tolist()
+    made = identities(
+        [conversation[sessions[row]] for row in rows_named],
+        turn[named].tolist(),
+    )
+    for row, identity in zip(rows_named, made, strict=True):
+        people[row] = identity
     return rules, people, ignored
 
 
 def _standalone(
-    stamps: list[float | None], delays: list[float | None], closed_loop: bool
+    stamps: Numbers, delays: Numbers, closed_loop: bool
 ) -> tuple[list[ArrivalRule], list[Identity], int] | None:
     """:func:`_arrivals` when no row has a session: every row is a root."""
-    if any(delays) or (not closed_loop and None in stamps):
+    if bool(delays.values.any()) or not (closed_loop or bool(stamps.given.all())):
         return None
-    given = [stamp for stamp in stamps if stamp is not None]
-    origin = min(given) if given else None
-    if given and max(given) - origin > MAX_INSTANT_MS:  # type: ignore[operator]
+    given = stamps.values[stamps.given]
+    origin = float(given.min()) if given.size else None
+    if origin is not None and float(given.max()) - origin > MAX_INSTANT_MS:
         return None
-    # Rows with the same timestamp share one (frozen) rule: 12,031 rows, 1,180 instants.
-    rules = {
-        stamp: ArrivalRule(
-            not_before_ms=stamp - origin if origin and stamp is not None else stamp, after=()
-        )
-        for stamp in set(stamps)
-    }
-    return [rules[stamp] for stamp in stamps], [_NO_IDENTITY] * len(stamps), 0
+    rules = _root_rules(stamps.values, stamps.given, origin)
+    return rules, [_NO_IDENTITY] * len(rules), 0
+
+
+def _root_rules(
+    values: npt.NDArray[np.float64], given: npt.NDArray[np.bool_], origin: float | None
+) -> list[ArrivalRule]:
+    """Each root's rule: at its timestamp, less ``origin`` unless that is 0 (None where
+    it has none). Roots with the same timestamp share one (frozen) rule (12,031 rows,
+    1,180 instants in the shared trace); same means the same bits, so -0.0 stays apart
+    from 0.0 as it does when each row is read alone.
+    """
+    keys = np.where(given, values.view(np.int64), _ABSENT)
+    _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
+    stamps = [
+        value if present else None
+        for value, present in zip(values[first].tolist(), given[first].tolist(), strict=True)
+    ]
+    made = roots([v - origin if origin and v is not None else v for v in stamps])
+    return [made[at] for at in inverse.reshape(-1).tolist()]
 
 
 def _content(

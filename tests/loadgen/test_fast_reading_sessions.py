@@ -103,6 +103,50 @@ def test_a_delta_read_into_a_used_scope_continues_it(tmp_path: Path) -> None:
 
 
 @st.composite
+def mixed_session_rows(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """Rows with and without sessions in one file, timestamps sometimes missing (for
+    closed-loop reading), later turns with a delay, a timestamp gap, both or neither."""
+    rows: list[dict[str, Any]] = []
+    for _ in range(draw(st.integers(1, 12))):
+        ids = draw(st.lists(st.integers(0, 9), min_size=1, max_size=3))
+        row: dict[str, Any] = {
+            "input_length": len(ids) * 8,
+            "output_length": draw(st.integers(0, 4)),
+            "hash_ids": ids,
+        }
+        if draw(st.integers(0, 3)):
+            row["timestamp"] = draw(st.sampled_from([0, 1.5, 7, 3, -0.0]))
+        if draw(st.booleans()):
+            row["delay"] = draw(st.sampled_from([0, 2.5, -0.0]))
+        session = draw(st.sampled_from([None, "a", "b", 7]))
+        if session is not None:
+            row["session_id"] = session
+        rows.append(row)
+    return rows
+
+
+@SETTINGS
+@given(mixed_session_rows(), st.booleans())
+def test_files_mixing_sessions_and_lone_rows_read_the_same_both_ways(
+    rows: list[dict[str, Any]], closed_loop: bool
+) -> None:
+    path = Path(tempfile.mkdtemp(prefix="fast")) / "m.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    fast_ids, slow_ids = ContentInterner(), ContentInterner()
+    try:
+        slow = read_records(str(path), "m", 8, closed_loop, slow_ids, delta=False)
+    except TraceFormatError as error:
+        with pytest.raises(TraceFormatError) as info:
+            loadgen.read_mooncake(path, block_size=8, closed_loop=closed_loop, interner=fast_ids)
+        assert str(info.value) == str(error)
+        return
+    fast = loadgen.read_mooncake(path, block_size=8, closed_loop=closed_loop, interner=fast_ids)
+    assert fast == slow
+    assert repr(fast) == repr(slow)  # -0.0 and 0.0 too
+    _same_interner(fast_ids, slow_ids, "global:m")
+
+
+@st.composite
 def delta_rows(draw: st.DrawFn) -> list[dict[str, Any]]:
     """Valid ``mooncake-delta`` rows: sessions with outputs of any length (0 too),
     prompts that end inside a block or on its edge, surplus ids and private tails."""
@@ -170,7 +214,7 @@ def agentic_rows(draw: st.DrawFn) -> list[dict[str, Any]]:
             "hash_ids": ids,
         }
         if draw(st.booleans()):
-            row["timestamp"] = draw(st.sampled_from([0, 1.5, 7, 3]))
+            row["timestamp"] = draw(st.sampled_from([0, 1.5, 7, 3, -0.0, 0.0]))
         session = draw(st.sampled_from([None, "main", "tool", 4]))
         if session is not None:
             row["session_id"] = session
@@ -259,3 +303,27 @@ def test_the_column_builders_equal_the_constructors() -> None:
     ]
     with pytest.raises(ValueError, match="different lengths"):
         identities(["c"], [])
+
+
+@pytest.mark.parametrize("first", [-0.0, 0.0])
+def test_signed_zero_timestamps_read_as_record_by_record(tmp_path: Path, first: float) -> None:
+    # The origin is the first smallest root timestamp, and rules are shared by equal
+    # bits only: -0.0 - 0.0 is -0.0 while -0.0 - -0.0 is 0.0.
+    rows: list[dict[str, Any]] = [
+        {"timestamp": stamp, "input_length": 8, "output_length": 1, "hash_ids": [index]}
+        for index, stamp in enumerate([first, -first, 0, 2.5, -0.0])
+    ]
+    plain = tmp_path / "m.jsonl"
+    plain.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    slow = read_records(str(plain), "m", 8, False, ContentInterner(), delta=False)
+    assert repr(loadgen.read_mooncake(plain, block_size=8)) == repr(slow)
+    for index, row in enumerate(rows):
+        row["session_id"] = f"s{index % 2}"
+        row["request_id"] = f"r{index}"
+    dag = tmp_path / "g.jsonl"
+    dag.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    slow = read_records(str(dag), "g", 8, False, ContentInterner(), delta=False)
+    assert repr(loadgen.read_mooncake(dag, block_size=8)) == repr(slow)
+    slow = read_agentic_records(str(dag), "g", 8, ContentInterner())
+    assert repr(loadgen.read_agentic(dag, block_size=8)) == repr(slow)
+    assert read_agentic_fast(str(dag), dag.read_bytes(), "g", 8, ContentInterner()) is not None
