@@ -170,5 +170,6 @@ def test_a_timestamp_run_makes_a_roots_unit_at_its_release_and_keeps_its_outcome
 
 def test_a_timestamp_run_refuses_a_workload_naming_an_id_twice() -> None:
     workload = Workload(requests=(_req("a", 0.0), _req("a", 1000.0)), source="t", format="t")
-    with pytest.raises(WorkloadConfigError, match="^requests: duplicate request id 'a'$"):
+    with pytest.raises(WorkloadConfigError) as info:
         FakeRun(workload).run()
+    assert str(info.value) == "requests: duplicate request id 'a'"
