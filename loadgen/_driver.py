@@ -45,6 +45,9 @@ _NS_PER_MS = 1_000_000
 _POLL_NS = _NS_PER_MS  # quiescence is polled every virtual millisecond after the warm-up
 
 
+_COMPACT_ROOTS = 1 << 16  # roots taken before their columns are cut down to the rest
+
+
 def _ns(ms: float) -> int:
     return round(ms * _NS_PER_MS)
 
@@ -202,6 +205,11 @@ class _Roots:
             return []
         self.next = stop
         taken: list[int] = self.positions[start:stop].tolist()
+        if stop >= _COMPACT_ROOTS and 2 * stop >= len(self.due):
+            # let go of the part taken (a long run would hold it to the end)
+            self.due = self.due[stop:].copy()
+            self.positions = self.positions[stop:].copy()
+            self.next = 0
         return taken
 
     def drain(self) -> npt.NDArray[np.int64]:

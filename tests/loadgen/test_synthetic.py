@@ -220,17 +220,22 @@ def test_empirical_trace_path_is_relative_to_base(tmp_path: Path) -> None:
     )
 
 
-def test_open_loop_requests_share_one_identity_and_own_their_content_ids() -> None:
+def test_open_loop_requests_share_one_identity_and_view_one_array_of_content_ids() -> None:
     workload = generate_synthetic(
         parse_synthetic("count=50 arrivals=poisson(10) input=64 output=4"), seed=3
     )
     identities = {id(r.identity) for r in workload.requests}
     assert len(identities) == 1
     assert workload.requests[0].identity == Identity()
+    # every request's ids are a read-only view of one array holding the workload's ids (no
+    # allocation of its own), and only its own ids
+    base = workload.requests[0].hash_ids.base
+    assert all(r.hash_ids.base is base for r in workload.requests)
+    assert base is not None and base.size == sum(r.hash_ids.size for r in workload.requests)
     for request in workload.requests:
-        # one array object owning its ids, no view of another array
-        assert request.hash_ids.base is None
         assert not request.hash_ids.flags.writeable
+        assert request.hash_ids.flags.c_contiguous
+        assert request.hash_ids.size == 1
 
 
 def test_as_hash_ids_copies_into_one_array_and_still_flattens() -> None:
