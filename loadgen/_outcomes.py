@@ -114,11 +114,11 @@ class OutcomeLedger:
 
     def outcome(self, position: int) -> RequestOutcome | None:
         """The outcome settled at ``position``, or None while it is open."""
-        code = int(self._codes[position])
+        code = self._codes.item(position)
         if not code:
             return None
-        released = int(self._released[position])
-        terminal = int(self._terminal[position])
+        released = self._released.item(position)
+        terminal = self._terminal.item(position)
         return _outcome_of(
             self.requests[position],
             TERMINAL_STATUSES[code - 1],
@@ -135,19 +135,29 @@ class OutcomeLedger:
         return other
 
 
+_FIELDS = ("request_id", "status", "released_ns", "terminal_ns", "phase", "play_id", "request")
+if tuple(f.name for f in attrs.fields(RequestOutcome)) != _FIELDS:  # pragma: no cover
+    raise ImportError("the fields of RequestOutcome changed; update loadgen._outcomes")
+_SET = tuple(RequestOutcome.__dict__[name].__set__ for name in _FIELDS)
+_new = object.__new__
+
+
 def _outcome_of(
     request: Request, status: str, released_ns: int | None, terminal_ns: int | None
 ) -> RequestOutcome:
+    """``RequestOutcome(request.id, status, released_ns, terminal_ns, phase, play_id,
+    request)``, its slots filled directly (outcomes are built again each time they are read)."""
     identity = request.identity
-    return RequestOutcome(
-        request_id=request.id,
-        status=status,
-        released_ns=released_ns,
-        terminal_ns=terminal_ns,
-        phase=identity.phase,
-        play_id=identity.play_id,
-        request=request,
-    )
+    s_id, s_status, s_released, s_terminal, s_phase, s_play, s_request = _SET
+    outcome: RequestOutcome = _new(RequestOutcome)
+    s_id(outcome, request.id)
+    s_status(outcome, status)
+    s_released(outcome, released_ns)
+    s_terminal(outcome, terminal_ns)
+    s_phase(outcome, identity.phase)
+    s_play(outcome, identity.play_id)
+    s_request(outcome, request)
+    return outcome
 
 
 class Outcomes(Sequence[RequestOutcome]):
