@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+from array import array
 from collections.abc import Callable, Sequence
 from typing import Literal
 
@@ -578,8 +579,10 @@ class Driver:
         # Every request is in the run from now on; a root outside a play is due at its own
         # time and waits for nothing, so its unit is made when it is released.
         units: list[_Unit] = []
-        root_due: list[int] = []
-        root_positions: list[int] = []
+        # typed arrays, not lists: a million roots would leave a million int objects' worth
+        # of freed memory behind
+        root_due = array("q")
+        root_positions = array("q")
         for i, request in enumerate(requests):
             in_play = play_of.get(i)
             if in_play is None and not request.arrival.after:
@@ -588,10 +591,9 @@ class Driver:
                 root_positions.append(i)
             else:
                 units.append(self._add(request, (0, i), now, in_play, None))
-        due = np.array(root_due, dtype=np.int64)
-        del root_due
+        due = np.frombuffer(root_due, dtype=np.int64)
         order = np.argsort(due, kind="stable")  # by due time, then position
-        self._roots = _Roots(due[order], np.array(root_positions, dtype=np.int64)[order])
+        self._roots = _Roots(due[order], np.frombuffer(root_positions, dtype=np.int64)[order])
         self._unsettled += len(root_positions)
         self._arm(units, now)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import itertools
 import math
 from array import array
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -317,6 +317,10 @@ def generate_synthetic(
         np.random.default_rng(s) for s in sequence.spawn(len(STREAMS))
     )
     ids = interner if interner is not None else ContentInterner()
+    # A fresh block's raw id ("u", request id, j) is interned once and never again (request
+    # ids are unique): in an interner of its own, nobody else sees, that is the next int,
+    # and remembering the raw id would cost more than the whole request.
+    fresh = _private(ids) if interner is None else _interning(ids)
     block = spec.block_size
     # The requests' columns; every request's content ids go into one array, which each
     # request views (no array of its own: a million requests of one id each hold 8 bytes
@@ -340,7 +344,7 @@ def generate_synthetic(
         base = f"syn:s{i}" if spec.sessions else f"syn:{i}"
         first_id = f"{base}/0" if spec.sessions else base
         _check_lengths(first_id, block, prompt, output)
-        runs, first_content = _first_runs(spec, first_id, prompt, prefix_rng, ids)
+        runs, first_content = _first_runs(spec, first_id, prompt, prefix_rng, ids, fresh)
         prev_id = first_id
         for k in range(turns):
             request_id = first_id if k == 0 else f"{base}/{k}"
@@ -358,7 +362,7 @@ def generate_synthetic(
                 runs = [
                     *runs,
                     Run(("out", prev_id), output),
-                    *_fresh(request_id, new, block, ids)[0],
+                    *_fresh(request_id, new, block, fresh)[0],
                 ]
                 runs = [r for r in runs if r.tokens > 0]
                 prompt, output = merged, next_output
@@ -413,6 +417,7 @@ def _first_runs(
     prompt: int,
     rng: np.random.Generator,
     ids: ContentInterner,
+    fresh: _Namer,
 ) -> tuple[list[Run], list[int]]:
     """A first turn's prompt as runs (group blocks, then fresh blocks) and their ids."""
     block = spec.block_size
@@ -428,19 +433,35 @@ def _first_runs(
         content_id = ids.intern(_SCOPE, ("grp", group, j))
         runs.append(Run(content_id, block, content_id))
         content.append(content_id)
-    fresh, fresh_ids = _fresh(request_id, prompt - shared * block, block, ids)
-    return [*runs, *fresh], [*content, *fresh_ids]
+    own, own_ids = _fresh(request_id, prompt - shared * block, block, fresh)
+    return [*runs, *own], [*content, *own_ids]
 
 
-def _fresh(
-    request_id: str, tokens: int, block: int, ids: ContentInterner
-) -> tuple[list[Run], list[int]]:
+_Namer = Callable[[str, int], int]
+"""Names block ``j`` of a request's fresh content: its content id."""
+
+
+def _interning(ids: ContentInterner) -> _Namer:
+    def name(request_id: str, j: int) -> int:
+        return ids.intern(_SCOPE, ("u", request_id, j))
+
+    return name
+
+
+def _private(ids: ContentInterner) -> _Namer:
+    def name(request_id: str, j: int) -> int:
+        return ids.private()
+
+    return name
+
+
+def _fresh(request_id: str, tokens: int, block: int, fresh: _Namer) -> tuple[list[Run], list[int]]:
     runs: list[Run] = []
     content: list[int] = []
     j = 0
     while tokens > 0:
         size = min(block, tokens)
-        content_id = ids.intern(_SCOPE, ("u", request_id, j))
+        content_id = fresh(request_id, j)
         runs.append(Run(content_id, size, content_id if size == block else None))
         content.append(content_id)
         tokens -= size
