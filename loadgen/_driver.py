@@ -44,9 +44,7 @@ Status = Literal["completed", "rejected", "cancelled", "incomplete", "skipped", 
 _WAITER = "loadgen:driver"
 _NS_PER_MS = 1_000_000
 _POLL_NS = _NS_PER_MS  # quiescence is polled every virtual millisecond after the warm-up
-
-
-_COMPACT_ROOTS = 1 << 16  # roots taken before their columns are cut down to the rest
+_COMPACT_ROOTS = 1 << 16  # roots released before their columns are cut down to the rest
 
 
 def _ns(ms: float) -> int:
