@@ -21,7 +21,6 @@ import numpy as np
 import numpy.typing as npt
 
 import simclock
-from simclock import WakeupKind
 
 from ._exceptions import WorkloadConfigError, WorkloadRunError
 from ._modes import LoadMode
@@ -427,6 +426,11 @@ class Driver:
         """
         self._begin()
         loop = asyncio.get_running_loop()
+        if not isinstance(loop, simclock.VirtualEventLoop):
+            raise simclock.NotVirtualLoopError(
+                "Driver.run() needs a running simclock.VirtualEventLoop, but the running loop "
+                f"is a {type(loop).__name__}"
+            )
         while not self._closed:
             if self._error is not None:
                 self._close(simclock.now_ns())
@@ -455,15 +459,14 @@ class Driver:
             if wake_at is None:
                 await self._waker
             else:
-                sleeper = loop.create_task(
-                    simclock.sleep_until_ns(
-                        max(wake_at, simclock.now_ns()), waiter=_WAITER, kind=WakeupKind.OTHER
-                    )
+                # the waker completes at the next instant, or earlier when on_terminal wakes it
+                timer = loop.wake_at_ns(
+                    self._waker, max(wake_at, simclock.now_ns()), waiter=_WAITER
                 )
-                await asyncio.wait({sleeper, self._waker}, return_when=asyncio.FIRST_COMPLETED)
-                if not sleeper.done():
-                    sleeper.cancel()
-                    await asyncio.gather(sleeper, return_exceptions=True)
+                try:
+                    await self._waker
+                finally:
+                    timer.cancel()
             self._waker = None
         if self._error is not None:
             raise self._error
