@@ -7,7 +7,7 @@ times, and reports the medians of :func:`time.process_time`. Both results must b
 workload (requests, content ids, arrivals, identities); the benchmark stops if not. Every
 timed read starts from the same heap: the garbage collector has just run and no earlier
 result is alive (a larger heap makes the collector run less often, which flatters readers
-that allocate while it is on).
+that allocate while it is on), and the readers take turns reading first.
 
 Every other case also reads the plain Mooncake trace in the same rounds (interleaved, not
 checked against anything), so that ``x moon`` compares CPU per content id with the
@@ -34,7 +34,7 @@ reading is timed; or the files of a ``--data`` folder laid out as ``mooncake/``,
 
 Usage::
 
-    python bench/read.py [--repeat 7] [--weka-repeat 3] [--data DIR] [--baseline DIR]
+    python bench/read.py [--repeat 7] [--weka-repeat 4] [--data DIR] [--baseline DIR]
                          [--only azure]
 """
 
@@ -237,7 +237,7 @@ def _plain(compressed: Path, folder: Path) -> Path:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("--weka-repeat", type=int, default=3)
+    parser.add_argument("--weka-repeat", type=int, default=4)
     parser.add_argument("--data", type=Path, default=None)
     parser.add_argument("--baseline", type=Path, default=None)
     parser.add_argument("--only", action="append", default=None)
@@ -326,7 +326,10 @@ def _run(args: argparse.Namespace, base: ModuleType | None, folder: Path) -> int
         moon_ids = 0
         repeat = args.weka_repeat if name == "weka" else args.repeat
         for round_ in range(repeat + 1):
-            for key, read in readers.items():  # interleaved
+            # Interleaved, the order reversed every other round: a read can leave the heap
+            # larger or smaller for the next one (WEKA reads allocate gigabytes).
+            order = list(readers.items())
+            for key, read in order[:: -1 if round_ % 2 else 1]:
                 if read is None:
                     continue
                 seconds, result = _cpu(read, mooncake if key == "moon" else path)
