@@ -18,6 +18,7 @@ from loadgen import ArrivalRule, ContentInterner, Dep, Identity, Lineage, TraceF
 from loadgen._agentic import read_agentic_records
 from loadgen._agentic_fast import read_agentic_fast
 from loadgen._columns import after_completion, after_completions, identities, roots
+from loadgen._intern import _first_seen
 from loadgen._mooncake import read_records
 from loadgen._mooncake_fast import read_mooncake_fast
 
@@ -282,6 +283,25 @@ def test_intern_local_streams_equals_one_scope_per_play(
     assert got.tolist() == expected
     assert counts.tolist() == fresh
     assert b.next_id == a.next_id
+
+
+@SETTINGS
+@given(
+    st.lists(st.integers(-3, 6), max_size=50),
+    st.sampled_from([1, 10**9]),
+    st.integers(0, 50),
+)
+def test_first_seen_numbers_keys_in_order_of_first_appearance(
+    keys: list[int], scale: int, start: int
+) -> None:
+    # scale 10**9 spreads the keys beyond a table the size of the stream: the sorting way.
+    spread = [k * scale for k in keys]
+    numbers: dict[int, int] = {}
+    expected = [numbers.setdefault(k, start + len(numbers)) for k in spread]
+    firsts = [i for i, k in enumerate(spread) if spread.index(k) == i]
+    out, first = _first_seen(np.array(spread, dtype=np.int64), start)
+    assert out.tolist() == expected
+    assert first.tolist() == firsts
 
 
 def test_the_column_builders_equal_the_constructors() -> None:
