@@ -33,6 +33,13 @@ def _same_interner(a: ContentInterner, b: ContentInterner, scope: str) -> None:
     assert a._table(scope) == b._table(scope)
 
 
+def _jsonl(rows: list[dict[str, Any]]) -> Path:
+    """The rows written one per line to a new file ``m.jsonl``."""
+    path = Path(tempfile.mkdtemp(prefix="fast")) / "m.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
 def _sessions_file(folder: Path, agentic: bool) -> Path:
     """The shared trace given sessions of ten turns (as bench/read.py builds it)."""
     out = folder / ("agentic.jsonl" if agentic else "sessions.jsonl")
@@ -131,8 +138,7 @@ def mixed_session_rows(draw: st.DrawFn) -> list[dict[str, Any]]:
 def test_files_mixing_sessions_and_lone_rows_read_the_same_both_ways(
     rows: list[dict[str, Any]], closed_loop: bool
 ) -> None:
-    path = Path(tempfile.mkdtemp(prefix="fast")) / "m.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    path = _jsonl(rows)
     fast_ids, slow_ids = ContentInterner(), ContentInterner()
     try:
         slow = read_records(str(path), "m", 8, closed_loop, slow_ids, delta=False)
@@ -179,8 +185,7 @@ def delta_rows(draw: st.DrawFn) -> list[dict[str, Any]]:
 def test_generated_delta_sessions_read_the_same_both_ways(
     rows: list[dict[str, Any]], block: int
 ) -> None:
-    path = Path(tempfile.mkdtemp(prefix="fast")) / "m.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    path = _jsonl(rows)
     fast_ids, slow_ids = ContentInterner(), ContentInterner()
     try:
         slow = read_records(str(path), "m", block, False, slow_ids, delta=True)
