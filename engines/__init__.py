@@ -30,6 +30,7 @@ from ._journal import Journal as Journal
 from ._journal import LifecycleEvent as LifecycleEvent
 from ._journal import RequestTrace as RequestTrace
 from ._keys import BlockKeyer as BlockKeyer
+from ._keys import KeyHolder as KeyHolder
 from ._kv import KVCache as KVCache
 from ._pass import PassShape as PassShape
 from ._pass import Role as Role
@@ -68,6 +69,7 @@ __all__ = (
     "Journal",
     "KVCache",
     "KVEvent",
+    "KeyHolder",
     "LifecycleEvent",
     "LinearSample",
     "LinearTiming",

@@ -262,10 +262,9 @@ class EngineCore:
             s.keys = list(known)
         elif self.caching:
             per_id = blocks_per_id(request.block_size, self.block_size)
-            if per_id == 1:
-                # a block per content id: a donor's keys save walking the shared prefix
-                # block by block (with several blocks per id, the walk steps over whole ids)
-                s.keys = self.keyer.shared_prefix(request, self.block_size)
+            # a donor's keys save walking the shared prefix (block by block, or a content
+            # id at a time with several blocks per id)
+            s.keys = self.keyer.shared_prefix(request, self.block_size)
             # Every full prompt block is keyed now, when the request is placed: keys are
             # numbered in placement order, the same however the engines' passes are
             # stepped (REFERENCE-engine §4.2).
@@ -526,7 +525,7 @@ class EngineCore:
                 end = r.num_computed + 1
                 blocks = r.blocks
                 # a step past the last block starts exactly one more
-                if end > len(blocks) * e and not kv.allocate(blocks, _NO_HITS, 1):
+                if end > len(blocks) * e and not kv.take_one(blocks):
                     raise InternalError(f"steady pass could not allocate for {r.rid!r}")
                 if caching and end // e > r.nkeyed:
                     self._cache_full(r, end)

@@ -8,7 +8,7 @@ events (keys stored / removed) at the end of each pass.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Literal
 
 import attrs
@@ -210,6 +210,24 @@ class Engine:
         self._core = EngineCore(self.index, self.config, self.timing, self.keyer, self.journal)
         self._view = EngineView(self)
         self.journal.add_syncer(self._sync)
+        self.keyer.hold(self)
+
+    # -- keys held, for the keyer (BlockKeyer.hold) ---------------------------------------
+
+    def held_keys_estimate(self) -> int:
+        """About how many keys the engine holds: cached, and its requests'."""
+        core = self._core
+        return len(core.kv.cache) + sum(len(s.keys) for s in core.seqs.values())
+
+    def held_keys(self) -> Iterator[Sequence[int]]:
+        """Every key the engine holds, as it is now: its blocks', those whose removal is
+        not published yet, and every request's placed on it (in any state)."""
+        self._sync()
+        core = self._core
+        yield core.kv.key
+        yield [key for _, key in core.kv.transitions]
+        for s in core.seqs.values():
+            yield s.keys
 
     # -- read-only surface -------------------------------------------------------------------
 

@@ -8,13 +8,24 @@ tuple of the ids of its positions, written as the bare id when the block holds o
 interning of ``(parent, content)`` pairs to consecutive integers, so a key names a whole
 prefix and is collision-free. A block holding output positions belongs to one placement of
 one request: its key is :func:`output_key` of the placement's number, not interned.
+
+Forgetting. A key nobody holds any more is dropped from the table (see
+:meth:`BlockKeyer.hold`): not cached by any engine, not held by a request placed on one, by
+the memo or by a donor, and no ancestor of a key that is. Results cannot change: a prefix
+hit needs every key of the chain cached, so the forgotten keys, and every key that will ever
+chain from them, miss wherever they are looked up; should the prefix come back, it is
+interned again, under a new number (numbers come from a counter and are never reused), and
+misses the same way. Only the numbers differ from a keyer that never forgets: the number a
+prefix gets after it was forgotten.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from bisect import bisect_right
+from collections.abc import Iterable, Sequence
 from itertools import repeat
 from operator import and_, lshift, or_
+from typing import Protocol
 
 import attrs
 import numpy as np
@@ -22,7 +33,14 @@ import numpy.typing as npt
 
 from loadgen import Request
 
-__all__ = ("ROOT_KEY", "BlockKeyer", "Content", "block_content", "prompt_contents")
+__all__ = (
+    "ROOT_KEY",
+    "BlockKeyer",
+    "Content",
+    "KeyHolder",
+    "block_content",
+    "prompt_contents",
+)
 
 #: The parent of block 0's key.
 ROOT_KEY = 0
@@ -37,6 +55,28 @@ MEMO_LIMIT = 4096
 #: Donor tags :meth:`BlockKeyer.remember` keeps (the most recently remembered): donors only
 #: save work, keys never depend on them.
 DONOR_LIMIT = 65536
+
+#: The keys a keyer holds before it first looks for keys to forget: below this many it never
+#: does (a run that interns fewer pays nothing). After a look it waits until it holds twice
+#: as many as it kept or estimated held.
+FORGET_MIN = 1 << 16
+
+
+class KeyHolder(Protocol):
+    """Something that holds keys of a :class:`BlockKeyer` between its calls (an engine).
+
+    See :meth:`BlockKeyer.hold`.
+    """
+
+    def held_keys_estimate(self) -> int:
+        """About how many keys it holds (it only decides when to look at them)."""
+        ...
+
+    def held_keys(self) -> Iterable[Iterable[int]]:
+        """Every key it holds, in any number of collections (non-keys, such as 0 or output
+        keys, may be among them)."""
+        ...
+
 
 #: A block's content: a bare content id, or a run-length tuple of ``(id, count)`` prompt runs
 #: and ``(request_id, first_output_index, count)`` output runs.
@@ -142,7 +182,12 @@ class BlockKeyer:
     """Interns chained block keys; one per run, shared by every engine so keys compare.
 
     Keys are positive integers handed out in first-seen order, so they depend only on the
-    order of the calls, never on ``hash()``.
+    order of the calls, never on ``hash()``. Once something :meth:`hold` s keys, the keyer
+    forgets the keys nobody holds (see the module docstring) as the table grows.
+
+    Args:
+        forget: forget the keys nobody holds (when anything :meth:`hold` s keys).
+        forget_min: hold at least this many keys before looking for keys to forget.
     """
 
     # (parent, content) -> key; a bare int64 content id is packed with its parent into one
@@ -164,11 +209,66 @@ class BlockKeyer:
         factory=dict, init=False, repr=False
     )
 
+    # Whole content ids interned at once (see extend): the keys of their blocks are the
+    # consecutive numbers start .. start + length - 1, and only the pair of the first block
+    # is in ``_keys``; a pair (k, content id) with k one of the first length - 1 numbers is
+    # interned as k + 1 (see _inner). Starts are ascending (new keys only grow).
+    _span_starts: list[int] = attrs.field(factory=list, init=False, repr=False)
+    _span_ids: list[tuple[int, int]] = attrs.field(factory=list, init=False, repr=False)
+    # the keys of the spans after their first (the keys held outside the table)
+    _span_inner: int = attrs.field(default=0, init=False, repr=False)
+
     _serials: int = attrs.field(default=0, init=False, repr=False)
+    forget: bool = attrs.field(default=True, kw_only=True)
+    forget_min: int = attrs.field(default=FORGET_MIN, kw_only=True)
+    # the last key interned: keys are numbered from a counter, never by the table's size
+    _last: int = attrs.field(default=0, init=False, repr=False)
+    _holders: list[KeyHolder] = attrs.field(factory=list, init=False, repr=False)
+    # the table's size at which to look for keys to forget next
+    _look_at: int = attrs.field(default=0, init=False, repr=False)
+    _forgotten: int = attrs.field(default=0, init=False, repr=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._look_at = self.forget_min
 
     def __len__(self) -> int:
-        """The number of distinct keys interned so far."""
-        return len(self._keys)
+        """The number of distinct keys interned so far (forgotten ones included)."""
+        return self._last
+
+    @property
+    def held(self) -> int:
+        """The number of keys the keyer holds now (interned and not forgotten)."""
+        return len(self._keys) + self._span_inner
+
+    def _inner(self, parent: int, content: Content) -> int | None:
+        """The key of ``(parent, content)`` when it is a block after the first of a whole
+        content id interned at once, else ``None``."""
+        starts = self._span_starts
+        if not starts or type(content) is not int:
+            return None
+        i = bisect_right(starts, parent) - 1
+        if i < 0:
+            return None
+        length, cid = self._span_ids[i]
+        if parent - starts[i] < length - 1 and content == cid:
+            return parent + 1
+        return None
+
+    @property
+    def forgotten(self) -> int:
+        """The number of keys forgotten so far."""
+        return self._forgotten
+
+    def hold(self, holder: KeyHolder) -> None:
+        """Register something that holds keys between calls (every engine does).
+
+        A keyer forgets nothing until something is registered, and from then on keeps
+        every key a holder reports, with their ancestors. Whatever keeps keys between calls
+        to the keyer (a cache, a queue of placed requests) must be registered, or the keyer
+        built with ``forget=False``; keys asked for by :meth:`block_keys` are kept for the
+        requests asked about last (``MEMO_LIMIT``) and need no holder.
+        """
+        self._holders.append(holder)
 
     def new_serial(self) -> int:
         """Number a placement of a request on an engine (1, 2, ... in call order); the keys
@@ -186,14 +286,18 @@ class BlockKeyer:
         pair = (parent << 64) | (content & _MASK64) if type(content) is int else (parent, content)
         key = self._keys.get(pair)
         if key is None:
-            key = len(self._keys) + 1
+            key = self._inner(parent, content)
+        if key is None:
+            self._last = key = self._last + 1
             self._keys[pair] = key
         return key
 
     def peek(self, parent: int, content: Content) -> int | None:
-        """Return the key of ``(parent, content)`` if it was ever interned, else ``None``."""
+        """Return the key of ``(parent, content)`` if it is interned (and not forgotten),
+        else ``None``."""
         pair = (parent << 64) | (content & _MASK64) if type(content) is int else (parent, content)
-        return self._keys.get(pair)
+        key = self._keys.get(pair)
+        return self._inner(parent, content) if key is None else key
 
     def extend(
         self, keys: list[int], contents: Sequence[Content], stop: int, per_id: int = 1
@@ -220,18 +324,64 @@ class BlockKeyer:
             )
             key = table.get(pair)
             if key is None:
-                break
+                key = self._inner(parent, content)
+                if key is None:
+                    break
             append(key)
             parent = key
             j += 1
         if j >= stop:
             return
+        if len(table) + self._span_inner >= self._look_at and self.forget and self._holders:
+            self._forget_unheld(keys)
+            table = self._keys
         # From the first key never interned on, every key is new: a new key has never been
         # anyone's parent. So they are the next ``stop - j`` numbers, interned in one step.
-        first = len(table) + 1
+        first = self._last + 1
+        self._last += stop - j
         fresh = range(first, first + stop - j)
-        part = contents[j:stop]
-        parents = [parent, *fresh[:-1]]
+        keys.extend(fresh)
+        # Whole content ids among the new blocks (every block of the id in ``contents``,
+        # all holding the bare id): only the pair of the first block goes in the table, the
+        # others are interned as the span (see _inner).
+        whole = range(-(-j // per_id) * per_id, stop - per_id + 1, per_id) if per_id > 1 else ()
+        if whole:
+            a0 = whole[0]
+            heads = contents[a0 : whole[-1] + 1 : per_id]
+            if set(map(type, heads)) == {int} and heads == contents[
+                a0 + per_id - 1 : whole[-1] + per_id : per_id
+            ]:
+                # every whole id holds the bare id in all its blocks (always, when E
+                # divides T): the ids' first blocks, in bulk
+                if a0 > j:
+                    self._insert(table, keys, contents, j, a0)
+                starts = range(first + a0 - j, first + whole[-1] - j + 1, per_id)
+                befores = [keys[a0 - 1] if a0 else ROOT_KEY, *(k - 1 for k in starts[1:])]
+                pairs = list(
+                    map(or_, map(lshift, befores, repeat(64)), map(and_, heads, repeat(_MASK64)))
+                )
+                table.update(zip(pairs, starts, strict=True))
+                self._spans.setdefault(per_id, {}).update(zip(pairs, starts, strict=True))
+                self._span_starts.extend(starts)
+                self._span_ids.extend(zip(repeat(per_id), heads))  # type: ignore[arg-type]
+                self._span_inner += len(starts) * (per_id - 1)
+                lo = whole[-1] + per_id
+                if lo < stop:
+                    self._insert(table, keys, contents, lo, stop)
+                return
+        self._insert(table, keys, contents, j, stop)
+
+    @staticmethod
+    def _insert(
+        table: dict[int | tuple[int, Content], int],
+        keys: list[int],
+        contents: Sequence[Content],
+        lo: int,
+        hi: int,
+    ) -> None:
+        """Put the pairs of blocks ``lo .. hi - 1`` (keys given) in the table."""
+        part = contents[lo:hi]
+        parents = keys[lo - 1 : hi - 1] if lo else [ROOT_KEY, *keys[: hi - 1]]
         if set(map(type, part)) == {int}:
             pairs: list[int | tuple[int, Content]] = list(
                 map(or_, map(lshift, parents, repeat(64)), map(and_, part, repeat(_MASK64)))
@@ -241,16 +391,7 @@ class BlockKeyer:
                 (p << 64) | (c & _MASK64) if type(c) is int else (p, c)
                 for p, c in zip(parents, part, strict=True)
             ]
-        table.update(zip(pairs, fresh, strict=True))
-        keys.extend(fresh)
-        if per_id > 1:
-            # whole content ids among the new blocks: their keys are consecutive
-            spans = self._spans.setdefault(per_id, {})
-            for a in range(-(-j // per_id) * per_id, stop - per_id + 1, per_id):
-                head = contents[a]
-                if type(head) is int:
-                    before = keys[a - 1] if a else ROOT_KEY
-                    spans[(before << 64) | (head & _MASK64)] = first + a - j
+        table.update(zip(pairs, keys[lo:hi], strict=True))
 
     def known(
         self, keys: list[int], contents: Sequence[Content], stop: int, per_id: int = 1
@@ -294,7 +435,9 @@ class BlockKeyer:
                 )
                 key = table.get(pair)
                 if key is None:
-                    return
+                    key = self._inner(parent, content)
+                    if key is None:
+                        return
                 append(key)
                 parent = key
                 j += 1
@@ -318,9 +461,71 @@ class BlockKeyer:
             )
             key = table.get(pair)
             if key is None:
-                return
+                key = self._inner(parent, content)
+                if key is None:
+                    return
             append(key)
             parent = key
+
+    def _forget_unheld(self, keys: list[int]) -> None:
+        """Drop the keys nobody holds (``keys`` is being extended: it is held too).
+
+        Looks only when the table holds at least twice the keys the holders, the memo and the
+        donors estimate they hold; then keeps what they hold and every ancestor of it, and
+        waits for the table to double again.
+        """
+        memo = self._memo.values()
+        donors = self._donors.values()
+        estimate = sum(h.held_keys_estimate() for h in self._holders)
+        estimate += sum(len(k) for _, k in memo) + sum(len(d[2]) for d in donors)
+        table = self._keys
+        if len(table) + self._span_inner < 2 * estimate:
+            self._look_at = max(self.forget_min, 2 * estimate)
+            return
+        live: set[int] = set(keys)
+        for holder in self._holders:
+            for held in holder.held_keys():
+                live.update(held)
+        for _, held in memo:
+            live.update(held)
+        for donor in donors:
+            live.update(donor[2])
+        starts = self._span_starts
+        ids = self._span_ids
+        # a live key inside a whole content id interned at once makes the id's first key live
+        # (the keys before it in the span are its ancestors)
+        for i, start in enumerate(starts):
+            if start not in live and not live.isdisjoint(range(start + 1, start + ids[i][0])):
+                live.add(start)
+        # Children are interned after their parents, and the table keeps interning order:
+        # newest first, a live key's parent is reached after it. A parent inside a span
+        # brings the span's first key along, which is older still.
+        add = live.add
+        for pair, key in reversed(table.items()):
+            if key in live:
+                parent = pair >> 64 if type(pair) is int else pair[0]  # type: ignore[index]
+                add(parent)
+                if starts:
+                    i = bisect_right(starts, parent) - 1
+                    if i >= 0 and 0 < parent - starts[i] < ids[i][0]:
+                        add(starts[i])
+        kept = {pair: key for pair, key in table.items() if key in live}
+        self._forgotten += len(table) - len(kept)
+        self._keys = kept
+        whole = [i for i, start in enumerate(starts) if start in live]
+        inner = sum(ids[i][0] - 1 for i in whole)
+        self._forgotten += self._span_inner - inner
+        self._span_inner = inner
+        self._span_starts = [starts[i] for i in whole]
+        self._span_ids = [ids[i] for i in whole]
+        for per_id, spans in self._spans.items():
+            # a span whose last key is kept is kept whole (its other keys are ancestors)
+            self._spans[per_id] = {
+                head: span
+                for head, span in spans.items()
+                if (span + per_id - 1 if type(span) is int else span[-1]) in live  # type: ignore[index]
+            }
+        self._look_at = max(self.forget_min, 2 * (len(kept) + inner))
 
     @staticmethod
     def _donor_tags(request: Request) -> tuple[tuple[str, object], ...]:

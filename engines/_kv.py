@@ -8,18 +8,12 @@ tail, allocation takes the head, so cached blocks are evicted least recently rel
 
 from __future__ import annotations
 
-from collections import deque
-from collections.abc import Callable, Iterable
-from itertools import compress, repeat
-from operator import not_, sub
+from collections.abc import Iterable
+from itertools import repeat
 
 from simclock import InternalError
 
 __all__ = ("KVCache",)
-
-_sink: deque[object] = deque(maxlen=0)
-_consume: Callable[[Iterable[object]], None] = _sink.extend
-"""Run an iterator to its end (a C-level loop for bulk list updates)."""
 
 NO_KEY = 0
 
@@ -153,7 +147,8 @@ class KVCache:
             if evictable == len(hits) > 1 and self._unlink_run(hits):
                 # every hit was free and they lay together in the queue (as one release left
                 # them): the whole run left the queue in one step
-                _consume(map(ref.__setitem__, hits, repeat(1)))
+                for b in hits:
+                    ref[b] = 1
                 self.free_count -= evictable
             elif evictable:
                 nxt = self._next
@@ -180,6 +175,27 @@ class KVCache:
             return False
         if need:
             self._take(blocks, need)
+        return True
+
+    def take_one(self, blocks: list[int]) -> bool:
+        """:meth:`allocate` of one fresh block and no hits (a decode step starting a block).
+
+        Returns:
+            Whether the block was taken (``False``, with nothing changed, when none is free).
+        """
+        if not self.free_count:
+            return False
+        b = self.touched
+        if b < self.num_blocks:
+            self.ref.append(1)
+            self.key.append(NO_KEY)
+            self._next.append(-1)
+            self._prev.append(-1)
+            self.touched = b + 1
+            blocks.append(b)
+            self.free_count -= 1
+            return True
+        self._take(blocks, 1)
         return True
 
     def _unlink_run(self, hits: list[int]) -> bool:
@@ -262,11 +278,17 @@ class KVCache:
             self.twins.setdefault(key, []).append(block)
 
     def register_many(self, blocks: list[int], keys: list[int]) -> None:
-        """:meth:`register` each ``blocks[i]`` under ``keys[i]``, in order."""
+        """:meth:`register` each ``blocks[i]`` under ``keys[i]``, in order.
+
+        ``keys`` are distinct, as the keys of one sequence's blocks always are (a chained key
+        names a prefix of one length; an output block's key names one block of one placement).
+        """
         cache = self.cache
-        if cache.keys().isdisjoint(keys) and len(set(keys)) == len(keys):
+        if cache.keys().isdisjoint(keys):
             # every key is new: one bulk step per structure, same result
-            list(map(self.key.__setitem__, blocks, keys))
+            key = self.key
+            for b, k in zip(blocks, keys, strict=True):
+                key[b] = k
             cache.update(zip(keys, blocks, strict=True))
             self.transitions.extend(zip(repeat(True), keys))
             return
@@ -283,65 +305,32 @@ class KVCache:
         Raises:
             InternalError: a reference count would go negative.
         """
+        # One plain loop: per element, a subscript assignment in the loop body is several
+        # times cheaper than a bulk ``map(list.__setitem__, ...)``.
         ref = self.ref
         nxt = self._next
         prv = self._prev
         tail = self._tail
-        touched = self.touched
-        count = len(blocks)
-        if count > 1 and max(blocks) < touched and len(set(blocks)) == count:
-            refs = list(map(ref.__getitem__, blocks))
-            ones = refs.count(1)
-            if ones != count and 0 not in refs:
-                # shared blocks lose one reference; the others are freed below, in bulk
-                single = list(map((1).__eq__, refs))
-                shared = list(map(not_, single))
-                _consume(
-                    map(
-                        ref.__setitem__,
-                        compress(blocks, shared),
-                        map(sub, compress(refs, shared), repeat(1)),
-                    )
-                )
-                if not ones:
-                    return
-                blocks = list(compress(blocks, single))
-                count = ones
-                refs = [1] * ones
-            if refs.count(1) == count and count > 1:
-                # every block is freed: link them in reverse order in bulk
-                order = blocks[::-1]
-                _consume(map(ref.__setitem__, blocks, repeat(0)))
-                first = order[0]
-                if tail == -1:
-                    self._head = first
-                else:
-                    nxt[tail] = first
-                prv[first] = tail
-                _consume(map(nxt.__setitem__, order[:-1], order[1:]))
-                _consume(map(prv.__setitem__, order[1:], order[:-1]))
-                last = order[-1]
-                nxt[last] = -1
-                self._tail = last
-                self.free_count += count
-                return
         freed = 0
+        b = -1
         try:
             for b in reversed(blocks):
-                r = ref[b] if b < touched else 0
-                if r > 1:
+                r = ref[b]
+                if r == 1:
+                    ref[b] = 0
+                    prv[b] = tail
+                    if tail == -1:
+                        self._head = b
+                    else:
+                        nxt[tail] = b
+                    tail = b
+                    freed += 1
+                elif r > 1:
                     ref[b] = r - 1
-                    continue
-                if r < 1:
-                    raise InternalError(f"block {b} released with reference count 0")
-                ref[b] = 0
-                if tail == -1:
-                    self._head = b
                 else:
-                    nxt[tail] = b
-                prv[b] = tail
-                tail = b
-                freed += 1
+                    raise InternalError(f"block {b} released with reference count {r}")
+        except IndexError:  # a block never taken is free: its count is 0
+            raise InternalError(f"block {b} released with reference count 0") from None
         finally:
             if tail != -1:
                 nxt[tail] = -1

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from itertools import accumulate
 from operator import add, sub
 from typing import TYPE_CHECKING
@@ -144,9 +144,9 @@ class MacroRun:
         core: EngineCore,
         publish: Callable[[int], None],
         seqs: list[Seq],
-        starts: list[int],
-        ends: list[int],
-        busy: list[int],
+        starts: Sequence[int],
+        ends: Sequence[int],
+        busy: Sequence[int],
         events: list[tuple[int, int]],
         finishes: list[int],
         chunk: Seq | None = None,
@@ -250,37 +250,42 @@ class MacroRun:
             core._kv_capacity,
         )
         ms = decode_run_times_ms(core.timing, run)
-        bad = ~((ms > 0.0) & (ms < math.inf))
-        if bad.any():
-            # a zero, invalid or infinite duration is left to the per-pass engine
-            passes = int(np.argmax(bad))
-            if passes < MIN_RUN_PASSES:
+        starts: Sequence[int]
+        ends: Sequence[int]
+        busy: Sequence[int]
+        first_ms = float(ms[0])
+        if 0.0 < first_ms < math.inf and bool((ms == first_ms).all()):
+            # every pass takes the same time: the instants are arithmetic, held as ranges
+            # (``round`` rounds half to even, as ``np.rint`` does below)
+            step = round(first_ms * 1_000_000)
+            if step <= 0:
                 return None
-            ms = ms[:passes]
-        durations = np.rint(ms * 1_000_000).astype(np.int64)
-        if not (durations > 0).all():
-            return None
-        busy = durations.tolist()
-        ends = list(accumulate(busy, initial=now_ns))
-        starts = ends[:-1]
-        del ends[0]
+            starts = range(now_ns, now_ns + step * passes, step)
+            ends = range(now_ns + step, now_ns + step * (passes + 1), step)
+            busy = range(0, step * (passes + 1), step)
+        else:
+            bad = ~((ms > 0.0) & (ms < math.inf))
+            if bad.any():
+                # a zero, invalid or infinite duration is left to the per-pass engine
+                passes = int(np.argmax(bad))
+                if passes < MIN_RUN_PASSES:
+                    return None
+                ms = ms[:passes]
+            durations = np.rint(ms * 1_000_000).astype(np.int64)
+            if not (durations > 0).all():
+                return None
+            step = 0
+            ends = list(accumulate(durations.tolist(), initial=now_ns))
+            starts = ends[:-1]
+            del ends[0]
+            busy = list(accumulate(durations.tolist(), initial=0))
         events.sort()
         if events and events[-1][0] >= passes:
             del events[bisect_left(events, (passes, -1)) :]
         finishes = sorted({d - 1 for d in remaining if d <= passes})
-        uniform = bool((durations == durations[0]).all())
-        plan = cls(
-            core,
-            publish,
-            list(running),
-            starts,
-            ends,
-            list(accumulate(busy, initial=0)),
-            events,
-            finishes,
-        )
-        if uniform:
-            plan._step = busy[0]
+        plan = cls(core, publish, list(running), starts, ends, busy, events, finishes)
+        if step:
+            plan._step = step
         plan._schedule(1)
         return plan
 
@@ -515,7 +520,6 @@ class MacroRun:
             caching = core.caching
             seqs = self._seqs
             c0 = self._c0
-            out0 = self._out0
             chunk = self._chunk
             chunk_ends = self._chunk_ends or []
             while n < len(events):
@@ -541,13 +545,21 @@ class MacroRun:
                     continue
                 end = c0[j] + i + 1
                 blocks = s.blocks
-                if end > len(blocks) * e and not kv.allocate(blocks, _NO_HITS, 1):
+                if end > len(blocks) * e and not kv.take_one(blocks):
                     raise InternalError(f"macro-step could not allocate a block for {s.rid!r}")
-                if caching and end // e > s.nkeyed:
-                    kept = s.num_output
-                    s.num_output = out0[j] + i
-                    core._cache_full(s, end)
-                    s.num_output = kept
+                full = end // e
+                if caching and full > s.nkeyed:
+                    # the step's range ends at the request's newest position, so every block
+                    # up to ``end`` is full: EngineCore._cache_full, inlined
+                    k = s.nkeyed
+                    keys = s.keys
+                    if len(keys) < full:
+                        core._extend_keys(s, full)
+                    if full - k == 1:
+                        kv.register(blocks[k], keys[k])
+                    else:
+                        kv.register_many(blocks[k:full], keys[k:full])
+                    s.nkeyed = full
             self._next_event = n
         count = stop - first
         for j in self._batch:
@@ -560,17 +572,23 @@ class MacroRun:
         """Commit passes ``committed .. stop - 1``, in none of which a request finishes."""
         first = self.committed
         count = stop - first
-        if self._step is not None:  # every pass of the run takes the same time
-            runs = [(self.ends[first], self._step if count > 1 else 0, count)]
-        else:
-            runs = arithmetic_runs(self.ends[first:stop])
         seqs = self._seqs
         out0 = self._out0
-        for j in self._batch:
-            s = seqs[j]
-            s.times.extend_runs(runs)
-            s.num_output = out0[j] + stop
-            s.dec -= count
+        if self._step is not None:  # every pass of the run takes the same time
+            start = self.ends[first]
+            step = self._step if count > 1 else 0
+            for j in self._batch:
+                s = seqs[j]
+                s.times.extend_run(start, step, count)
+                s.num_output = out0[j] + stop
+                s.dec -= count
+        else:
+            runs = arithmetic_runs(self.ends[first:stop])
+            for j in self._batch:
+                s = seqs[j]
+                s.times.extend_runs(runs)
+                s.num_output = out0[j] + stop
+                s.dec -= count
         core = self._core
         core.decode_outstanding -= len(self._batch) * count
         self.committed = stop

@@ -41,6 +41,7 @@ from ._modes import LoadMode as LoadMode
 from ._modes import Profile as Profile
 from ._mooncake import read_mooncake as read_mooncake
 from ._mooncake import read_mooncake_delta as read_mooncake_delta
+from ._outcomes import Outcomes as Outcomes
 from ._plays import Snapshot as Snapshot
 from ._plays import instance_requests as instance_requests
 from ._plays import preparation_requests as preparation_requests
@@ -95,6 +96,7 @@ __all__ = (
     "LineageResult",
     "LoadMode",
     "Lognormal",
+    "Outcomes",
     "Play",
     "PlayOutcome",
     "Poisson",

@@ -12,17 +12,19 @@ from __future__ import annotations
 import asyncio
 import heapq
 import itertools
+from array import array
 from collections.abc import Callable, Sequence
 from typing import Literal
 
 import attrs
 import numpy as np
+import numpy.typing as npt
 
 import simclock
-from simclock import WakeupKind
 
 from ._exceptions import WorkloadConfigError, WorkloadRunError
 from ._modes import LoadMode
+from ._outcomes import TERMINAL_STATUSES, OutcomeLedger, Outcomes, RequestOutcome
 from ._plays import instance_requests, preparation_requests, snapshot_cut
 from ._request import ArrivalRule, Dep, Request
 from ._workload import Play, Workload
@@ -37,49 +39,15 @@ __all__ = (
 )
 
 Status = Literal["completed", "rejected", "cancelled", "incomplete", "skipped", "never_issued"]
-TERMINAL_STATUSES: tuple[str, ...] = (
-    "completed",
-    "rejected",
-    "cancelled",
-    "incomplete",
-    "skipped",
-    "never_issued",
-)
-"""Every request ends with exactly one of these (§4.4)."""
 
 _WAITER = "loadgen:driver"
 _NS_PER_MS = 1_000_000
 _POLL_NS = _NS_PER_MS  # quiescence is polled every virtual millisecond after the warm-up
+_COMPACT_ROOTS = 1 << 16  # roots released before their columns are cut down to the rest
 
 
 def _ns(ms: float) -> int:
     return round(ms * _NS_PER_MS)
-
-
-@attrs.frozen
-class RequestOutcome:
-    """What became of one request.
-
-    Attributes:
-        request_id: its id (instance id for play instances).
-        status: one of :data:`TERMINAL_STATUSES`.
-        released_ns: when it was handed on, or None.
-        terminal_ns: when its status was settled.
-        phase: ``measure``, ``primer`` or ``warmup``.
-        play_id: its play (instance) id, or None.
-        request: the request as the driver ran it, or None when unknown. For a play
-            instance it is the instance's request (§5.4): ids, conversation id, play id,
-            lane and lineage in the ``P#k`` namespace; primers and warm-ups as built from
-            their source request (§5.6). The report takes a record's identity from it.
-    """
-
-    request_id: str
-    status: str
-    released_ns: int | None
-    terminal_ns: int | None
-    phase: str
-    play_id: str | None
-    request: Request | None = None
 
 
 @attrs.frozen
@@ -131,7 +99,9 @@ class DriverReport:
 
     Attributes:
         requests: one outcome per request of the workload and of every started play
-            instance, in the order they entered the run.
+            instance, in the order they entered the run. A tuple, or, for a run at the
+            workload's timestamps, an :class:`Outcomes` sequence that builds each outcome
+            when it is read (a long run keeps a few numbers per request, not an object).
         plays: play outcomes, in start order.
         profile_start_ms: the warm-up barrier ``B`` (or None without warm-up).
         cutoff_ms: the profile cutoff, or None.
@@ -139,7 +109,7 @@ class DriverReport:
         history: ids of snapshot history requests (never released, not accounted).
     """
 
-    requests: tuple[RequestOutcome, ...]
+    requests: Sequence[RequestOutcome]
     plays: tuple[PlayOutcome, ...]
     history: tuple[str, ...] = ()
     profile_start_ms: float | None = None
@@ -204,6 +174,63 @@ class _Unit:
     terminal_ns: int | None = None
     queued: bool = False
     prep_next: _Unit | None = None
+
+
+@attrs.define(eq=False)
+class _Roots:
+    """The roots of a timestamp run not yet released: no unit exists for them until then.
+
+    ``due[k]`` is when ``positions[k]`` is due; both are sorted by due time, then position
+    (the order the units would have in the release queue). ``next`` is the first not taken.
+    """
+
+    due: npt.NDArray[np.int64]
+    positions: npt.NDArray[np.int64]
+    next: int = 0
+
+    def __len__(self) -> int:
+        return len(self.positions) - self.next
+
+    def head_ns(self) -> int | None:
+        """When the first root left is due, or None when none is left."""
+        return int(self.due[self.next]) if self.next < len(self.due) else None
+
+    def take(self, now: int) -> list[int]:
+        """The positions of the roots due by ``now``, taken out."""
+        start = self.next
+        stop = int(np.searchsorted(self.due, now, side="right"))
+        if stop <= start:
+            return []
+        self.next = stop
+        taken: list[int] = self.positions[start:stop].tolist()
+        if stop >= _COMPACT_ROOTS and 2 * stop >= len(self.due):
+            # let go of the part taken (a long run would hold it to the end)
+            self.due = self.due[stop:].copy()
+            self.positions = self.positions[stop:].copy()
+            self.next = 0
+        return taken
+
+    def drain(self) -> npt.NDArray[np.int64]:
+        """The positions of every root left, taken out."""
+        rest = self.positions[self.next :]
+        self.next = len(self.positions)
+        return rest
+
+
+def _settled(unit: _Unit) -> tuple[str, int | None, int | None]:
+    return (unit.status or "never_issued", unit.released_ns, unit.terminal_ns)
+
+
+def _check_unique(requests: Sequence[Request]) -> None:
+    """Refuse a workload that names one id twice (as adding its units one by one would)."""
+    ids = [r.id for r in requests]
+    if len(set(ids)) == len(ids):
+        return
+    seen: set[str] = set()
+    for rid in ids:
+        if rid in seen:
+            raise WorkloadConfigError(f"requests: duplicate request id {rid!r}")
+        seen.add(rid)
 
 
 def _outcome(unit: _Unit | RequestOutcome) -> RequestOutcome:
@@ -294,6 +321,12 @@ class Driver:
     _in_grace: bool = attrs.field(default=False, init=False)
     _idle_since_ns: int = attrs.field(default=0, init=False)
     _final: DriverReport | None = attrs.field(default=None, init=False)
+    # A run at the workload's timestamps keeps the outcome of a request settled outside a
+    # play in the ledger, at its workload position (its unit is let go), and takes a root
+    # (no dependency, no play) into the run, as a unit, only when it is released.
+    _ledger: OutcomeLedger | None = attrs.field(default=None, init=False)
+    _roots: _Roots | None = attrs.field(default=None, init=False)
+    _origin_ns: int = attrs.field(default=0, init=False)
 
     def __attrs_post_init__(self) -> None:
         mode = self.mode
@@ -324,7 +357,7 @@ class Driver:
         return (
             self._closed
             or self._no_more_releases
-            or (not self._heap and not self._pending_starts() and self._unsettled == 0)
+            or (not self._queued() and not self._pending_starts() and self._unsettled == 0)
         )
 
     @property
@@ -393,6 +426,11 @@ class Driver:
         """
         self._begin()
         loop = asyncio.get_running_loop()
+        if not isinstance(loop, simclock.VirtualEventLoop):
+            raise simclock.NotVirtualLoopError(
+                "Driver.run() needs a running simclock.VirtualEventLoop, but the running loop "
+                f"is a {type(loop).__name__}"
+            )
         while not self._closed:
             if self._error is not None:
                 self._close(simclock.now_ns())
@@ -410,7 +448,7 @@ class Driver:
             if self._barrier_pending(now):
                 continue
             if self._in_flight == 0 and (
-                self._no_more_releases or (not self._heap and not self._pending_starts())
+                self._no_more_releases or (not self._queued() and not self._pending_starts())
             ):
                 self._close(now)
                 break
@@ -421,15 +459,14 @@ class Driver:
             if wake_at is None:
                 await self._waker
             else:
-                sleeper = loop.create_task(
-                    simclock.sleep_until_ns(
-                        max(wake_at, simclock.now_ns()), waiter=_WAITER, kind=WakeupKind.OTHER
-                    )
+                # the waker completes at the next instant, or earlier when on_terminal wakes it
+                timer = loop.wake_at_ns(
+                    self._waker, max(wake_at, simclock.now_ns()), waiter=_WAITER
                 )
-                await asyncio.wait({sleeper, self._waker}, return_when=asyncio.FIRST_COMPLETED)
-                if not sleeper.done():
-                    sleeper.cancel()
-                    await asyncio.gather(sleeper, return_exceptions=True)
+                try:
+                    await self._waker
+                finally:
+                    timer.cancel()
             self._waker = None
         if self._error is not None:
             raise self._error
@@ -439,8 +476,17 @@ class Driver:
         """The accounting so far (complete once :meth:`run` returned)."""
         if self._final is not None:
             return self._final
-        requests = [*self._outside, *map(_outcome, self._units.values())]
-        return self._report(requests, tuple(self._play_outcome(p) for p in self._plays))
+        plays = tuple(self._play_outcome(p) for p in self._plays)
+        ledger = self._ledger
+        if ledger is not None:
+            others = {
+                unit.order[1]: _outcome(unit)
+                for unit in self._units.values()
+                if isinstance(unit, _Unit)  # always: the ledger holds what settled
+            }
+            return self._report(Outcomes(ledger.copy(), others), plays)
+        requests = (*self._outside, *map(_outcome, self._units.values()))
+        return self._report(requests, plays)
 
     def _final_report(self) -> DriverReport:
         """The accounting of the ended run, kept for :meth:`report`.
@@ -453,18 +499,30 @@ class Driver:
             play.units = []
         self._dependents = {}
         units, self._units = self._units, {}
+        ledger = self._ledger
+        if ledger is not None:
+            others: dict[int, RequestOutcome] = {}
+            for unit in units.values():
+                if not isinstance(unit, _Unit):  # pragma: no cover - the ledger holds those
+                    raise simclock.InternalError(f"settled {unit.request_id!r} left as a unit")
+                if unit.play is None:
+                    ledger.settle(unit.order[1], *_settled(unit))
+                else:
+                    others[unit.order[1]] = _outcome(unit)
+            self._final = self._report(Outcomes(ledger, others), plays)
+            return self._final
         built: list[RequestOutcome] = []
         while units:
             built.append(_outcome(units.popitem()[1]))  # newest first: reversed below
         built.reverse()
-        self._final = self._report([*self._outside, *built], plays)
+        self._final = self._report((*self._outside, *built), plays)
         return self._final
 
     def _report(
-        self, requests: list[RequestOutcome], plays: tuple[PlayOutcome, ...]
+        self, requests: Sequence[RequestOutcome], plays: tuple[PlayOutcome, ...]
     ) -> DriverReport:
         return DriverReport(
-            requests=tuple(requests),
+            requests=requests,
             plays=plays,
             history=tuple(self._history),
             profile_start_ms=None if self._barrier_ns is None else self._barrier_ns / _NS_PER_MS,
@@ -515,10 +573,29 @@ class Driver:
             self._plays.append(run)
             for index in play.request_indices:
                 play_of[index] = run
-        units = [
-            self._add(request, (0, i), now, play_of.get(i), None)
-            for i, request in enumerate(self.workload.requests)
-        ]
+        requests = self.workload.requests
+        _check_unique(requests)
+        self._ledger = OutcomeLedger(requests)
+        self._origin_ns = now
+        # Every request is in the run from now on; a root outside a play is due at its own
+        # time and waits for nothing, so its unit is made when it is released.
+        units: list[_Unit] = []
+        # typed arrays, not lists: a million roots would leave a million int objects' worth
+        # of freed memory behind
+        root_due = array("q")
+        root_positions = array("q")
+        for i, request in enumerate(requests):
+            in_play = play_of.get(i)
+            if in_play is None and not request.arrival.after:
+                floor = self._floor_for(request, i, now)
+                root_due.append(now if floor is None else floor)
+                root_positions.append(i)
+            else:
+                units.append(self._add(request, (0, i), now, in_play, None))
+        due = np.frombuffer(root_due, dtype=np.int64)
+        order = np.argsort(due, kind="stable")  # by due time, then position
+        self._roots = _Roots(due[order], np.frombuffer(root_positions, dtype=np.int64)[order])
+        self._unsettled += len(root_positions)
         self._arm(units, now)
 
     def _begin_sessions(self, now: int) -> None:
@@ -658,13 +735,15 @@ class Driver:
                 self._schedule(unit, now)
 
     def _floor_ns(self, unit: _Unit) -> int | None:
-        request = unit.request
+        return self._floor_for(unit.request, unit.order[1], unit.origin_ns)
+
+    def _floor_for(self, request: Request, position: int, origin_ns: int) -> int | None:
         when = request.arrival.not_before_ms
         if self.mode.lanes is None and not request.arrival.after and self._roots_ms:
-            when = self._roots_ms.get(unit.order[1], when)
+            when = self._roots_ms.get(position, when)
         if when is None:
             return None
-        return unit.origin_ns + _ns(when / self._speedup)
+        return origin_ns + _ns(when / self._speedup)
 
     def _schedule(self, unit: _Unit, now: int) -> None:
         """Queue a unit whose dependencies are all met (roots: at once)."""
@@ -677,18 +756,41 @@ class Driver:
         self._sequence += 1
         heapq.heappush(self._heap, (due, unit.order, self._sequence, unit))
 
+    def _queued(self) -> bool:
+        """Whether anything waits in the release queue (or among the roots not yet taken)."""
+        return bool(self._heap) or bool(self._roots)
+
+    def _next_due_ns(self) -> int | None:
+        roots = self._roots
+        head = None if roots is None else roots.head_ns()
+        if self._heap and (head is None or self._heap[0][0] < head):
+            return self._heap[0][0]
+        return head
+
     def _due_now(self, now: int) -> bool:
-        return bool(self._heap) and self._heap[0][0] <= now
+        due = self._next_due_ns()
+        return due is not None and due <= now
 
     def _flush(self, now: int) -> None:
-        while self._heap and self._heap[0][0] <= now:
+        while self._due_now(now):
             batch: list[tuple[tuple[int, int], int, _Unit]] = []
             while self._heap and self._heap[0][0] <= now:
                 _, order, seq, unit = heapq.heappop(self._heap)
                 batch.append((order, seq, unit))
+            if self._roots is not None:
+                for position in self._roots.take(now):
+                    unit = self._root_unit(position)
+                    batch.append((unit.order, 0, unit))
             batch.sort(key=lambda item: (item[0], item[1]))
             for _, _, unit in batch:
                 self._release(unit, now)
+
+    def _root_unit(self, position: int) -> _Unit:
+        """The unit of a root taken into the run as it is released (see _begin_timestamps)."""
+        request = self.workload.requests[position]
+        unit = _Unit(request=request, order=(0, position), origin_ns=self._origin_ns)
+        self._units[request.id] = unit
+        return unit
 
     def _release(self, unit: _Unit, now: int) -> None:
         unit.queued = False
@@ -761,7 +863,11 @@ class Driver:
         if unit.play is None:
             # Settled for good (a unit is never released or settled twice): its outcome
             # stands in for it, a run holds no unit for what has ended.
-            self._units[unit.request.id] = _outcome(unit)
+            if self._ledger is not None:
+                self._ledger.settle(unit.order[1], status, unit.released_ns, now)
+                del self._units[unit.request.id]
+            else:
+                self._units[unit.request.id] = _outcome(unit)
 
     def _fail_play(self, unit: _Unit, now: int) -> None:
         play = unit.play
@@ -875,8 +981,9 @@ class Driver:
 
     def _next_wake_ns(self) -> int | None:
         candidates: list[int] = []
-        if self._heap:
-            candidates.append(self._heap[0][0])
+        due = self._next_due_ns()
+        if due is not None:
+            candidates.append(due)
         limit = self._limit_ns()
         if limit is not None:
             candidates.append(limit)
@@ -921,6 +1028,10 @@ class Driver:
                     status = "incomplete"
                 unit.status = status
                 unit.terminal_ns = now
+        if self._roots is not None and self._ledger is not None:
+            never = self._roots.drain()
+            self._unsettled -= len(never)
+            self._ledger.settle_unreleased(never, "never_issued", now)
         self._heap.clear()
         self._held.clear()
         if self.mode.concurrency is not None:

@@ -8,8 +8,10 @@ earlier ones.
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Mapping
+from array import array
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +39,7 @@ from ._limits import (
     tokens_problem,
 )
 from ._read import read_trace
-from ._request import ArrivalRule, Dep, Identity, Request, as_hash_ids
+from ._request import ArrivalRule, Dep, Identity, requests_from_columns
 from ._workload import Workload
 
 __all__ = ("EmpiricalLengths", "SyntheticSpec", "generate_synthetic", "parse_synthetic")
@@ -315,8 +317,21 @@ def generate_synthetic(
         np.random.default_rng(s) for s in sequence.spawn(len(STREAMS))
     )
     ids = interner if interner is not None else ContentInterner()
+    # A fresh block's raw id ("u", request id, j) is interned once and never again (request
+    # ids are unique): in an interner of its own, nobody else sees, that is the next int,
+    # and remembering the raw id would cost more than the whole request.
+    fresh = _private(ids) if interner is None else _interning(ids)
     block = spec.block_size
-    requests: list[Request] = []
+    # The requests' columns; every request's content ids go into one array, which each
+    # request views (no array of its own: a million requests of one id each hold 8 bytes
+    # of ids apiece, not a small allocation).
+    request_ids: list[str] = []
+    inputs: list[int] = []
+    outputs: list[int] = []
+    rules: list[ArrivalRule] = []
+    identities: list[Identity] = []
+    flat = array("q")
+    ends = array("q")
     at_ms = 0.0
     for i in range(spec.count):
         if i:
@@ -329,55 +344,48 @@ def generate_synthetic(
         base = f"syn:s{i}" if spec.sessions else f"syn:{i}"
         first_id = f"{base}/0" if spec.sessions else base
         _check_lengths(first_id, block, prompt, output)
-        runs, first_content = _first_runs(spec, first_id, prompt, prefix_rng, ids)
-        previous: Request | None = None
+        runs, first_content = _first_runs(spec, first_id, prompt, prefix_rng, ids, fresh)
+        prev_id = first_id
         for k in range(turns):
             request_id = first_id if k == 0 else f"{base}/{k}"
             if k == 0:
-                content = as_hash_ids(first_content)
+                flat.extend(first_content)
                 arrival = ArrivalRule(not_before_ms=round(at_ms, 6))
             else:
-                prev = previous
-                if prev is None:  # pragma: no cover - k > 0 always has a previous turn
-                    raise WorkloadConfigError("turns: internal order")
-                new, output = _later_lengths(spec, lengths_rng)
+                new, next_output = _later_lengths(spec, lengths_rng)
                 think = float(spec.think_ms.draw(think_rng))
                 if not think <= MAX_INSTANT_MS:
                     problem = instant_problem(think, f" before {request_id}")
                     raise WorkloadConfigError(f"think_ms: {problem}")
-                _check_lengths(
-                    request_id,
-                    block,
-                    prev.input_length + prev.output_length + new,
-                    output,
-                    merged=True,
-                )
+                merged = prompt + output + new
+                _check_lengths(request_id, block, merged, next_output, merged=True)
                 runs = [
                     *runs,
-                    Run(("out", prev.id), prev.output_length),
-                    *_fresh(request_id, new, block, ids)[0],
+                    Run(("out", prev_id), output),
+                    *_fresh(request_id, new, block, fresh)[0],
                 ]
                 runs = [r for r in runs if r.tokens > 0]
-                prompt = prev.input_length + prev.output_length + new
-                content = reblock(runs, block, ids, _SCOPE)
+                prompt, output = merged, next_output
+                flat.extend(reblock(runs, block, ids, _SCOPE).tolist())
                 arrival = ArrivalRule(
                     not_before_ms=None,
-                    after=(Dep(prev.id, "completion", max(0.0, think)),),
+                    after=(Dep(prev_id, "completion", max(0.0, think)),),
                 )
-            request = Request(
-                id=request_id,
-                input_length=prompt,
-                output_length=output,
-                block_size=block,
-                hash_ids=content,
-                arrival=arrival,
-                identity=Identity(conversation_id=base, turn_index=k)
-                if spec.sessions
-                else _NO_IDENTITY,
+            request_ids.append(request_id)
+            inputs.append(prompt)
+            outputs.append(output)
+            rules.append(arrival)
+            identities.append(
+                Identity(conversation_id=base, turn_index=k) if spec.sessions else _NO_IDENTITY
             )
-            requests.append(request)
-            previous = request
-    return Workload(requests=tuple(requests), source="syn", format="synthetic")
+            ends.append(len(flat))
+            prev_id = request_id
+    content = np.array(flat, dtype=np.int64)
+    content.flags.writeable = False
+    del flat
+    views = [content[a:b] for a, b in itertools.pairwise(itertools.chain((0,), ends))]
+    requests = requests_from_columns(request_ids, inputs, outputs, block, views, rules, identities)
+    return Workload(requests=requests, source="syn", format="synthetic")
 
 
 def _first_lengths(spec: SyntheticSpec, rng: np.random.Generator) -> tuple[int, int]:
@@ -409,6 +417,7 @@ def _first_runs(
     prompt: int,
     rng: np.random.Generator,
     ids: ContentInterner,
+    fresh: _Namer,
 ) -> tuple[list[Run], list[int]]:
     """A first turn's prompt as runs (group blocks, then fresh blocks) and their ids."""
     block = spec.block_size
@@ -424,19 +433,35 @@ def _first_runs(
         content_id = ids.intern(_SCOPE, ("grp", group, j))
         runs.append(Run(content_id, block, content_id))
         content.append(content_id)
-    fresh, fresh_ids = _fresh(request_id, prompt - shared * block, block, ids)
-    return [*runs, *fresh], [*content, *fresh_ids]
+    own, own_ids = _fresh(request_id, prompt - shared * block, block, fresh)
+    return [*runs, *own], [*content, *own_ids]
 
 
-def _fresh(
-    request_id: str, tokens: int, block: int, ids: ContentInterner
-) -> tuple[list[Run], list[int]]:
+_Namer = Callable[[str, int], int]
+"""Names block ``j`` of a request's fresh content: its content id."""
+
+
+def _interning(ids: ContentInterner) -> _Namer:
+    def name(request_id: str, j: int) -> int:
+        return ids.intern(_SCOPE, ("u", request_id, j))
+
+    return name
+
+
+def _private(ids: ContentInterner) -> _Namer:
+    def name(request_id: str, j: int) -> int:
+        return ids.private()
+
+    return name
+
+
+def _fresh(request_id: str, tokens: int, block: int, fresh: _Namer) -> tuple[list[Run], list[int]]:
     runs: list[Run] = []
     content: list[int] = []
     j = 0
     while tokens > 0:
         size = min(block, tokens)
-        content_id = ids.intern(_SCOPE, ("u", request_id, j))
+        content_id = fresh(request_id, j)
         runs.append(Run(content_id, size, content_id if size == block else None))
         content.append(content_id)
         tokens -= size

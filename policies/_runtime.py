@@ -463,9 +463,17 @@ class PolicyContext:
             PolicyHookError: a hook raised (the runtime is poisoned).
             RuntimePoisonedError: the runtime failed earlier.
         """
-        async with self.offer(request, engine) as offer:
-            if offer.state == "open":
-                await offer.commit()
+        # ``async with self.offer(...)`` and ``await offer.commit()``, without the three
+        # coroutines: none of them ever suspends.
+        runtime = self._runtime
+        offer = Offer(runtime, request, engine)
+        runtime._offer(offer)
+        if offer._state == "open":
+            try:
+                runtime._commit(offer)
+            except BaseException as error:
+                await offer.__aexit__(type(error), error, error.__traceback__)
+                raise
         return offer.placement
 
     def reject(self, request: Request, *, reason: str) -> None:

@@ -1,10 +1,12 @@
 """Compact per-request columns: what the summary needs of each record, and nothing more.
 
 A run's summary statistics are computed from these columns, not from retained record
-objects: one row per record, appended in record order (the order of ``requests.jsonl``), each
-field a growable typed array (``array.array``, read as numpy without a copy). A row costs
-about a hundred bytes; the token times of the metric population are kept as runs of equal
-spacing, from which the pooled inter-token gaps are rebuilt once, at the end.
+objects: one row per record, appended in record order (the order of ``requests.jsonl``), its
+integer fields to one growable int64 array and its float fields to one float64 array
+(``array.array``, one ``extend`` per row, read back as numpy column views without a copy). A
+row costs about a hundred bytes; the token times of the metric population are kept as runs of equal
+spacing, from which the pooled inter-token gaps are rebuilt once, at the end, without
+rebuilding the instants.
 
 The statistics are computed exactly as from the records: the same values, in the same order,
 through the same numpy calls, so the summary is the same, bit for bit.
@@ -15,6 +17,7 @@ from __future__ import annotations
 import array
 import math
 from collections.abc import Sequence
+from itertools import chain
 
 import attrs
 import numpy as np
@@ -45,42 +48,48 @@ class _PDRecord:
     handoff: Handoff | None
 
 
-def _floats() -> array.array[float]:
-    return array.array("d")
-
-
-def _ints() -> array.array[int]:
-    return array.array("q")
+_INT_COLUMNS = (
+    "status",
+    "measured",
+    "owner",
+    "preemptions",
+    "input_length",
+    "output_tokens",
+    "reused_first",
+    "reused_all",
+    "good",
+)
+_FLOAT_COLUMNS = (
+    "ttft_ms",
+    "ttst_ms",
+    "tpot_ms",
+    "e2e_ms",
+    "queueing_ms",
+    "tokenization_ms",
+    "routing_ms",
+)
+_INT_INDEX = {name: i for i, name in enumerate(_INT_COLUMNS)}
+_FLOAT_INDEX = {name: i for i, name in enumerate(_FLOAT_COLUMNS)}
+_STATUS = _INT_INDEX["status"]
+_MEASURED = _INT_INDEX["measured"]
 
 
 @attrs.define(eq=False)
 class RequestColumns:
     """Per-request columns of a run's records, in record order.
 
-    State: rows appended by :meth:`add`, one per record; spans kept as running extremes.
+    State: rows appended by :meth:`add`, one per record, held row after row in one int64
+    array (:data:`_INT_COLUMNS`) and one float64 array (:data:`_FLOAT_COLUMNS`, NaN for
+    "undefined"), read back column by column as strided numpy views; the token-time runs
+    of the population; spans kept as running extremes.
     """
 
-    status: array.array[int] = attrs.field(factory=lambda: array.array("b"))
-    measured: array.array[int] = attrs.field(factory=lambda: array.array("b"))
-    owner: array.array[int] = attrs.field(factory=_ints)
-    preemptions: array.array[int] = attrs.field(factory=_ints)
-    input_length: array.array[int] = attrs.field(factory=_ints)
-    output_tokens: array.array[int] = attrs.field(factory=_ints)
-    reused_first: array.array[int] = attrs.field(factory=_ints)
-    reused_all: array.array[int] = attrs.field(factory=_ints)
-    good: array.array[int] = attrs.field(factory=lambda: array.array("b"))
-    ttft_ms: array.array[float] = attrs.field(factory=_floats)
-    ttst_ms: array.array[float] = attrs.field(factory=_floats)
-    tpot_ms: array.array[float] = attrs.field(factory=_floats)
-    e2e_ms: array.array[float] = attrs.field(factory=_floats)
-    queueing_ms: array.array[float] = attrs.field(factory=_floats)
-    tokenization_ms: array.array[float] = attrs.field(factory=_floats)
-    routing_ms: array.array[float] = attrs.field(factory=_floats)
-    # token-time runs of population records with two or more tokens, and how many each has
-    run_starts: array.array[int] = attrs.field(factory=_ints)
-    run_steps: array.array[int] = attrs.field(factory=_ints)
-    run_counts: array.array[int] = attrs.field(factory=_ints)
-    runs_per_record: array.array[int] = attrs.field(factory=_ints)
+    _ints: array.array[int] = attrs.field(factory=lambda: array.array("q"))
+    _floats: array.array[float] = attrs.field(factory=lambda: array.array("d"))
+    # token-time runs (start, step, count) of population records with two or more tokens,
+    # one after the other, and how many runs each such record has
+    _runs: array.array[int] = attrs.field(factory=lambda: array.array("q"))
+    _runs_per_record: array.array[int] = attrs.field(factory=lambda: array.array("q"))
     pd_records: list[_PDRecord] = attrs.field(factory=list)
     any_handoff: bool = False
     # The measured span (phase ``measure`` only, REFERENCE-workloads §5.6, §5.7) and the
@@ -91,7 +100,7 @@ class RequestColumns:
     run_last_completion_ns: int | None = None
 
     def __len__(self) -> int:
-        return len(self.status)
+        return len(self._ints) // len(_INT_COLUMNS)
 
     def add(self, settled: Settled) -> None:
         """Append the row of one record (records must come in record order)."""
@@ -99,22 +108,8 @@ class RequestColumns:
 
     def append(self, row: Row) -> None:
         """Append a row made by :func:`row_of` (rows must come in record order)."""
-        (
-            status,
-            measured,
-            owner,
-            preemptions,
-            input_length,
-            output_tokens,
-            reused_first,
-            reused_all,
-            good,
-            floats,
-            arrival_ns,
-            done_ns,
-            runs,
-            handoff,
-        ) = row
+        ints, floats, arrival_ns, done_ns, runs, handoff = row
+        measured = ints[_MEASURED]
         if arrival_ns is not None:
             if self.run_first_arrival_ns is None or arrival_ns < self.run_first_arrival_ns:
                 self.run_first_arrival_ns = arrival_ns
@@ -125,29 +120,11 @@ class RequestColumns:
                 self.run_last_completion_ns = done_ns
             if measured and (self.last_completion_ns is None or done_ns > self.last_completion_ns):
                 self.last_completion_ns = done_ns
-        self.status.append(status)
-        self.measured.append(measured)
-        self.owner.append(owner)
-        self.preemptions.append(preemptions)
-        self.input_length.append(input_length)
-        self.output_tokens.append(output_tokens)
-        self.reused_first.append(reused_first)
-        self.reused_all.append(reused_all)
-        self.good.append(good)
-        ttft, ttst, tpot, e2e, queueing, tokenization, routing = floats
-        self.ttft_ms.append(ttft)
-        self.ttst_ms.append(ttst)
-        self.tpot_ms.append(tpot)
-        self.e2e_ms.append(e2e)
-        self.queueing_ms.append(queueing)
-        self.tokenization_ms.append(tokenization)
-        self.routing_ms.append(routing)
+        self._ints.extend(ints)
+        self._floats.extend(floats)
         if runs is not None:
-            for start, step, count in runs:
-                self.run_starts.append(start)
-                self.run_steps.append(step)
-                self.run_counts.append(count)
-            self.runs_per_record.append(len(runs))
+            self._runs.extend(chain.from_iterable(runs))
+            self._runs_per_record.append(len(runs))
         if handoff is not None:
             self.any_handoff = True
             if handoff is not _NO_PD:
@@ -156,26 +133,28 @@ class RequestColumns:
     # -- reading -----------------------------------------------------------------------------
 
     def ints(self, name: str) -> IntArray:
-        """The integer column ``name`` as an int64 array."""
-        column = getattr(self, name)
-        return np.asarray(column, dtype=np.int64)
+        """The integer column ``name`` (:data:`_INT_COLUMNS`) as an int64 array."""
+        rows = np.frombuffer(self._ints, dtype=np.int64).reshape(-1, len(_INT_COLUMNS))
+        column: IntArray = rows[:, _INT_INDEX[name]]
+        return column
 
     def sample(self, name: str) -> FloatArray:
-        """The defined values of float column ``name``, in record order."""
-        values = np.frombuffer(getattr(self, name), dtype=np.float64)
-        return values[~np.isnan(values)]
+        """The defined values of float column ``name`` (:data:`_FLOAT_COLUMNS`), in record
+        order."""
+        rows = np.frombuffer(self._floats, dtype=np.float64).reshape(-1, len(_FLOAT_COLUMNS))
+        values = rows[:, _FLOAT_INDEX[name]]
+        out: FloatArray = values[~np.isnan(values)]
+        return out
 
     def masks(self) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
         """``(measured, completed)``: records of phase ``measure``, and those completed."""
-        measured = np.frombuffer(self.measured, dtype=np.int8).astype(bool)
-        completed = measured & (np.frombuffer(self.status, dtype=np.int8) == _COMPLETED)
+        measured = self.ints("measured") != 0
+        completed = measured & (self.ints("status") == _COMPLETED)
         return measured, completed
 
     def status_counts(self) -> dict[str, int]:
         """Records per terminal status, every status listed."""
-        counts = np.bincount(
-            np.frombuffer(self.status, dtype=np.int8), minlength=len(TERMINAL_STATUSES)
-        )
+        counts = np.bincount(self.ints("status"), minlength=len(TERMINAL_STATUSES))
         return {status: int(counts[i]) for i, status in enumerate(TERMINAL_STATUSES)}
 
     def span(self, *, measured: bool) -> int | None:
@@ -188,23 +167,27 @@ class RequestColumns:
 
     def gaps_ns(self) -> IntArray:
         """Every inter-token gap of the population's requests with two or more tokens, in
-        record order (a request's gaps in token order)."""
-        counts = np.asarray(self.run_counts, dtype=np.int64)
-        if not counts.size:
+        record order (a request's gaps in token order).
+
+        Built from the runs without their instants: a run of ``count`` instants ``step``
+        apart has ``count - 1`` gaps of ``step``, and a run after a record's first is one
+        gap after the end of the run before it.
+        """
+        runs = np.frombuffer(self._runs, dtype=np.int64).reshape(-1, 3)
+        if not runs.shape[0]:
             return np.zeros(0, dtype=np.int64)
-        starts = np.repeat(np.asarray(self.run_starts, dtype=np.int64), counts)
-        steps = np.repeat(np.asarray(self.run_steps, dtype=np.int64), counts)
-        total = int(counts.sum())
-        offsets = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
-        times = starts + steps * offsets
-        # tokens per record: the counts of its runs, summed
-        per_record = np.asarray(self.runs_per_record, dtype=np.int64)
-        first_run = np.cumsum(per_record) - per_record
-        tokens = np.add.reduceat(counts, first_run)
-        gaps = np.diff(times)
-        # drop the differences between one record's last token and the next one's first
-        boundaries = np.cumsum(tokens)[:-1] - 1
-        out: IntArray = np.delete(gaps, boundaries)
+        starts, steps, counts = runs[:, 0], runs[:, 1], runs[:, 2]
+        ends = starts + steps * (counts - 1)
+        values = np.empty(2 * starts.size, dtype=np.int64)
+        weights = np.ones(2 * starts.size, dtype=np.int64)
+        values[0] = 0
+        values[2::2] = starts[1:] - ends[:-1]  # the gap into each run from the one before
+        values[1::2] = steps
+        weights[1::2] = counts - 1
+        # a record's first run has no gap into it
+        per_record = np.frombuffer(self._runs_per_record, dtype=np.int64)
+        weights[2 * (np.cumsum(per_record) - per_record)] = 0
+        out: IntArray = np.repeat(values, weights)
         return out
 
     def token_events(self) -> int:
@@ -225,7 +208,7 @@ class RequestColumns:
         held = owner >= 0
         owners = owner[held]
         preemptions = self.ints("preemptions")[held]
-        completed = np.frombuffer(self.status, dtype=np.int8)[held] == _COMPLETED
+        completed = self.ints("status")[held] == _COMPLETED
         out: dict[int, tuple[int, int]] = dict.fromkeys(indices, (0, 0))
         if owners.size:
             size = int(owners.max()) + 1
@@ -238,15 +221,7 @@ class RequestColumns:
 
 
 Row = tuple[
-    int,
-    bool,
-    int,
-    int,
-    int,
-    int,
-    int,
-    int,
-    bool,
+    tuple[int, int, int, int, int, int, int, int, int],
     tuple[float, float, float, float, float, float, float],
     "int | None",
     "int | None",
@@ -254,7 +229,9 @@ Row = tuple[
     "_PDRecord | None",
 ]
 """One record's row: what :meth:`RequestColumns.append` stores of it (about a tenth of the
-record's size, so rows waiting for their turn in record order cost little)."""
+record's size, so rows waiting for their turn in record order cost little): its
+:data:`_INT_COLUMNS`, its :data:`_FLOAT_COLUMNS`, its arrival and completion (ns), its
+token-time runs when it is in the population, its P/D fields when it had a handoff."""
 
 # a handoff seen on a record outside the P/D population: the run has handoffs
 _NO_PD = _PDRecord("", "", None, None, None)
@@ -284,16 +261,24 @@ def row_of(settled: Settled) -> Row:
                 record.first_token_ms,
                 record.handoff,
             )
+    admissions = record.admissions
+    reused_all = (
+        admissions[0].reused_tokens
+        if len(admissions) == 1
+        else sum(a.reused_tokens for a in admissions)
+    )
     return (
-        _STATUS_CODE[record.status],
-        measured,
-        -1 if owner is None else owner,
-        record.num_preemptions,
-        record.input_length,
-        record.output_tokens,
-        record.reused_input_tokens,
-        sum(a.reused_tokens for a in record.admissions),
-        record.meets_slo is True,
+        (
+            _STATUS_CODE[record.status],
+            measured,
+            -1 if owner is None else owner,
+            record.num_preemptions,
+            record.input_length,
+            record.output_tokens,
+            record.reused_input_tokens,
+            reused_all,
+            record.meets_slo is True,
+        ),
         (
             _nan(record.ttft_ms),
             _nan(record.ttst_ms),

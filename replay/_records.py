@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any, Literal, get_args
 
 import attrs
+import numpy as np
 
 import simclock
 from engines import RequestTrace, TokenTimes
@@ -275,6 +276,76 @@ def build_record(
     Raises:
         simclock.InternalError: the trace is inconsistent.
     """
+    return build_records([(request, trace, outcome)], slo=slo)[0]
+
+
+ToBuild = tuple[Request | None, RequestTrace | None, RequestOutcome | None]
+"""What :func:`build_records` takes per record: ``(request, trace, outcome)``."""
+
+
+def build_records(items: Sequence[ToBuild], *, slo: SLO | None) -> list[Settled]:
+    """:func:`build_record` of each ``(request, trace, outcome)`` of ``items``, in order.
+
+    The records are the same as built one by one; their token times are converted to
+    milliseconds in one numpy call for all of them.
+
+    Raises:
+        simclock.InternalError: a trace is inconsistent.
+    """
+    runs_of: list[list[tuple[int, int, int]]] = []
+    sizes: list[int] = []
+    for _, trace, _ in items:
+        if trace is None:
+            runs_of.append([])
+            sizes.append(0)
+            continue
+        held = trace.token_times_ns
+        if not isinstance(held, TokenTimes):  # a trace built by hand may hold a plain list
+            held = TokenTimes(held)
+        runs_of.append(held.runs())
+        sizes.append(len(held))
+    times_of = _times_ms(runs_of, sizes)
+    return [
+        _build(request, trace, slo=slo, outcome=outcome, runs=runs, times_ms=times_ms)
+        for (request, trace, outcome), runs, times_ms in zip(items, runs_of, times_of, strict=True)
+    ]
+
+
+def _times_ms(
+    runs_of: Sequence[Sequence[tuple[int, int, int]]], sizes: Sequence[int]
+) -> list[tuple[float, ...]]:
+    """Each record's token instants (``sizes[i]`` instants held as the runs ``runs_of[i]``,
+    integer ns) in milliseconds: ``t / 1e6`` in float64, as numpy divides an int64 array,
+    for every record in one call."""
+    flat = [run for runs in runs_of for run in runs]
+    if not flat:
+        return [()] * len(runs_of)
+    runs = np.array(flat, dtype=np.int64).reshape(-1, 3)
+    starts, steps, counts = runs[:, 0], runs[:, 1], runs[:, 2]
+    total = int(counts.sum())
+    offsets = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
+    times = np.repeat(starts, counts) + np.repeat(steps, counts) * offsets
+    every: list[float] = (times / _NS_PER_MS).tolist()
+    out: list[tuple[float, ...]] = []
+    at = 0
+    for size in sizes:
+        end = at + size
+        out.append(tuple(every[at:end]))
+        at = end
+    return out
+
+
+def _build(
+    request: Request | None,
+    trace: RequestTrace | None,
+    *,
+    slo: SLO | None,
+    outcome: RequestOutcome | None,
+    runs: list[tuple[int, int, int]],
+    times_ms: tuple[float, ...],
+) -> Settled:
+    """The record of one request (see :func:`build_record`), its token instants given as
+    runs of integer ns and as milliseconds."""
     status = status_of(trace)
     if outcome is not None and outcome.status in DRIVER_STATUSES:
         status = outcome.status  # type: ignore[assignment]
@@ -296,11 +367,7 @@ def build_record(
             )
         )
 
-    held = trace.token_times_ns
-    if not isinstance(held, TokenTimes):  # a trace built by hand may hold a plain list
-        held = TokenTimes(held)
-    tokens_ns = held.array()
-    n = int(tokens_ns.size)
+    n = len(times_ms)
     ttft = ttst = tpot = e2e = queueing = tokenization = routing = None
     meets: bool | None = None
     arrival_ns = trace.arrival_ns
@@ -314,11 +381,16 @@ def build_record(
     if status == "completed" and n >= 1 and measured:
         if arrival_ns is None:
             raise simclock.InternalError(f"completed request {trace.request_id!r} has no arrival")
-        first, last = int(tokens_ns[0]), int(tokens_ns[-1])
+        start, step, count = runs[0]
+        first = start
+        start, step, count = runs[-1]
+        last = start + step * (count - 1)
         ttft = (first - arrival_ns) / _NS_PER_MS
         e2e = (last - arrival_ns) / _NS_PER_MS
         if n >= 2:
-            ttst = (int(tokens_ns[1]) - first) / _NS_PER_MS
+            start, step, count = runs[0]
+            second = start + step if count >= 2 else runs[1][0]
+            ttst = (second - first) / _NS_PER_MS
             tpot = (last - first) / (n - 1) / _NS_PER_MS
         if trace.first_admit_ns is not None and trace.engine_arrival_ns is not None:
             queueing = (trace.first_admit_ns - trace.engine_arrival_ns) / _NS_PER_MS
@@ -347,8 +419,8 @@ def build_record(
         tokenized_ms=_ms(trace.tokenized_ns),
         engine_arrival_ms=_ms(trace.engine_arrival_ns),
         first_admit_ms=_ms(trace.first_admit_ns),
-        first_token_ms=float(tokens_ns[0]) / _NS_PER_MS if n else None,
-        last_token_ms=float(tokens_ns[-1]) / _NS_PER_MS if n else None,
+        first_token_ms=times_ms[0] if n else None,
+        last_token_ms=times_ms[-1] if n else None,
         terminal_ms=_ms(trace.terminal_ns),
         ttft_ms=ttft,
         ttst_ms=ttst,
@@ -357,16 +429,14 @@ def build_record(
         queueing_delay_ms=queueing,
         meets_slo=meets,
         admissions=tuple(
-            AdmissionRecord(
-                at_ms=a.at_ns / _NS_PER_MS,
-                reused_tokens=a.reused_tokens,
-                is_readmission=a.is_readmission,
-            )
-            for a in trace.admissions
+            [
+                AdmissionRecord(a.at_ns / _NS_PER_MS, a.reused_tokens, a.is_readmission)
+                for a in trace.admissions
+            ]
         ),
-        token_times_ms=tuple((tokens_ns / _NS_PER_MS).tolist()),
+        token_times_ms=times_ms,
         handoff=handoff_of(trace),
-        token_time_runs_ns=tuple(held.runs()),
+        token_time_runs_ns=tuple(runs),
         **identity,  # type: ignore[arg-type]
     )
     return Settled(record, arrival_ns, completion_ns, tokenization, routing)

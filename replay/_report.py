@@ -13,13 +13,13 @@ from collections.abc import Mapping, Sequence
 import attrs
 
 import simclock
-from engines import Journal, LifecycleEvent
+from engines import Journal, LifecycleEvent, RequestTrace
 from loadgen import DriverReport, PlayOutcome, Request, RequestOutcome, Workload
 
 from ._columns import RequestColumns
 from ._metrics import SLO, Distribution
 from ._pd_metrics import PDPhases
-from ._records import DRIVER_STATUSES, Settled, build_record, unreleased_record
+from ._records import DRIVER_STATUSES, Settled, ToBuild, build_records, unreleased_record
 from ._records import TERMINAL_STATUSES as TERMINAL_STATUSES
 from ._records import AdmissionRecord as AdmissionRecord
 from ._records import Handoff as Handoff
@@ -401,10 +401,11 @@ def finalize(
     # position (or, never run and never accounted, skipped: then it has no outcome and no
     # trace either), so the workload's ids need no set of their own.
     seen: set[str] = set()
+    builder = _Builder(stream, slo)
     if driver is None:
         for position, request in enumerate(workload.requests):
             if not stream.settled(position):
-                stream.put(position, build_record(request, traces.get(request.id), slo=slo))
+                builder.add(position, request, traces.get(request.id))
     else:
         # the driver's outcome of each workload position (the last one listed for its id)
         found_at: list[RequestOutcome | None] = [None] * len(workload.requests)
@@ -424,7 +425,7 @@ def finalize(
             if outcome is None and trace is None:
                 stream.skip(position)
                 continue  # ran as a play instance, or snapshot history
-            stream.put(position, build_record(request, trace, slo=slo, outcome=outcome))
+            builder.add(position, request, trace, outcome)
         del found_at
         by_id = {r.id: r for r in workload.requests} if workload.plays else {}
         for found in others:
@@ -433,13 +434,13 @@ def finalize(
             seen.add(found.request_id)
             trace = traces.get(found.request_id)
             if trace is None:
-                settled = Settled(unreleased_record(found, by_id))
+                builder.put(stream.next_extra(), Settled(unreleased_record(found, by_id)))
             else:
-                settled = build_record(None, trace, slo=slo, outcome=found)
-            stream.put(stream.next_extra(), settled)
+                builder.add(stream.next_extra(), None, trace, found)
     for request_id, trace in traces.items():
         if request_id not in seen and stream.position(request_id) is None:
-            stream.put(stream.next_extra(), build_record(None, trace, slo=slo))
+            builder.add(stream.next_extra(), None, trace)
+    builder.flush()
     records = stream.close()
     columns = stream.columns
     summary = _summary(columns, slo=slo, meta=meta, driver=driver)
@@ -457,6 +458,50 @@ def finalize(
         workload_source=workload.source,
         workload_format=workload.format,
     )
+
+
+_BATCH = 2048
+"""Records built together (their token times converted in one numpy call)."""
+
+
+@attrs.define(eq=False)
+class _Builder:
+    """Builds records in batches and gives them to the stream in the order they came.
+
+    State: the positions and ``(request, trace, outcome)`` items not yet built.
+    """
+
+    stream: RecordStream
+    slo: SLO | None
+    _positions: list[int] = attrs.Factory(list)
+    _items: list[ToBuild] = attrs.Factory(list)
+
+    def add(
+        self,
+        position: int,
+        request: Request | None,
+        trace: RequestTrace | None,
+        outcome: RequestOutcome | None = None,
+    ) -> None:
+        """Build the record of ``position`` (with the next batch)."""
+        self._positions.append(position)
+        self._items.append((request, trace, outcome))
+        if len(self._items) >= _BATCH:
+            self.flush()
+
+    def put(self, position: int, settled: Settled) -> None:
+        """Give the stream a record built elsewhere, after every record added before it."""
+        self.flush()
+        self.stream.put(position, settled)
+
+    def flush(self) -> None:
+        """Build every record added so far and give them to the stream."""
+        if not self._items:
+            return
+        positions, items = self._positions, self._items
+        self._positions, self._items = [], []
+        for position, settled in zip(positions, build_records(items, slo=self.slo), strict=True):
+            self.stream.put(position, settled)
 
 
 def _check_settled(

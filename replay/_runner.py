@@ -58,10 +58,12 @@ SEED_STREAMS = ("policy", "driver", "topology", "workload")
 component's; spawning one more child leaves the first three unchanged.
 """
 
-_FINISHED = EventKind.FINISHED
 _REJECTED = EventKind.REJECTED
-_FAILED = EventKind.FAILED
-_CANCELLED = EventKind.CANCELLED
+_ARRIVED = EventKind.ARRIVED
+_TERMINAL_NAMES = frozenset(
+    kind._value_
+    for kind in (EventKind.FINISHED, EventKind.REJECTED, EventKind.FAILED, EventKind.CANCELLED)
+)
 
 StopReason = Literal["done", "failed", "cutoff", "quiescent"]
 Stepping = Literal["macro", "pass"]
@@ -88,14 +90,11 @@ class RunJournal(Journal):
         """Record ``event`` (see :meth:`engines.Journal.record`), count it, and report it to
         :attr:`on_terminal` when it is terminal."""
         Journal.record(self, event)
-        kind = event.kind
         # Keyed by the member's value (a str): hashing enum members runs Python code.
-        name: str = kind._value_
+        name: str = event.kind._value_
         counts = self._counts
         counts[name] = counts.get(name, 0) + 1
-        if (
-            kind is _FINISHED or kind is _REJECTED or kind is _FAILED or kind is _CANCELLED
-        ) and self.on_terminal:
+        if name in _TERMINAL_NAMES and self.on_terminal:
             self.on_terminal(event)
 
     def event_counts(self) -> Mapping[str, int]:
@@ -323,7 +322,7 @@ class _Run:
         self.journal.record(
             LifecycleEvent(
                 now,
-                EventKind.ARRIVED,
+                _ARRIVED,
                 request.id,
                 None,
                 (("input_length", request.input_length), ("output_length", request.output_length)),
@@ -357,12 +356,14 @@ class _Run:
 
     def _on_terminal(self, event: LifecycleEvent) -> None:
         rid = event.request_id
-        if self._is_terminal(rid):
+        position = self.prepared.positions.get(rid)
+        # _is_terminal, with the position looked up once
+        terminal = rid in self._terminal_other if position is None else self._terminal_at[position]
+        if terminal:
             return
         self._progress_ns = event.time_ns
-        if event.kind is EventKind.REJECTED and self.runtime.status(rid) in ("held", "offered"):
+        if event.kind is _REJECTED and self.runtime.status(rid) in ("held", "offered"):
             return  # the policy may still place it elsewhere
-        position = self.prepared.positions.get(rid)
         if position is None:
             self._terminal_other.add(rid)
         else:

@@ -14,7 +14,15 @@ import math
 
 from ._exceptions import NonFiniteWakeupError, NotVirtualLoopError
 from ._inspect import WakeupKind
-from ._loop import MAX_DEADLINE_RANK, MAX_TIME_NS, VirtualEventLoop, _Timer, delay_to_ns
+from ._loop import (
+    _RUNNING,
+    MAX_DEADLINE_RANK,
+    MAX_TIME_NS,
+    VirtualEventLoop,
+    _check_int,
+    _Timer,
+    delay_to_ns,
+)
 
 __all__ = (
     "Deadline",
@@ -32,6 +40,9 @@ _MAX = MAX_TIME_NS
 
 
 def _virtual_loop(function: str) -> VirtualEventLoop:
+    running = _RUNNING.loop
+    if running is not None:
+        return running
     loop = _get_running_loop()
     if isinstance(loop, VirtualEventLoop):
         return loop
@@ -51,21 +62,10 @@ def now_ns() -> int:
     Raises:
         NotVirtualLoopError: no :class:`VirtualEventLoop` is running in this thread.
     """
-    return _virtual_loop("now_ns")._now_ns
-
-
-def _check_int(name: str, value: object, waiter: str, loop: VirtualEventLoop) -> int:
-    if isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if isinstance(value, float) and not math.isfinite(value):
-        raise NonFiniteWakeupError(
-            f"non-finite wakeup for waiter {waiter!r}: requested {name}={value!r}, "
-            f"now is {loop._now_ns} ns",
-            waiter=waiter,
-            requested=value,
-            now_ns=loop._now_ns,
-        )
-    raise TypeError(f"{name} must be an int of nanoseconds, got {type(value).__name__}")
+    loop = _RUNNING.loop
+    if loop is None:
+        loop = _virtual_loop("now_ns")
+    return loop._now_ns
 
 
 async def sleep_until_ns(when_ns: int, *, waiter: str, kind: WakeupKind = WakeupKind.OTHER) -> None:
@@ -87,8 +87,8 @@ async def sleep_until_ns(when_ns: int, *, waiter: str, kind: WakeupKind = Wakeup
         NotVirtualLoopError: no :class:`VirtualEventLoop` is running.
         TypeError: ``when_ns`` is not an int.
     """
-    loop = _get_running_loop()
-    if not isinstance(loop, VirtualEventLoop):
+    loop = _RUNNING.loop
+    if loop is None:
         loop = _virtual_loop("sleep_until_ns")
     when = when_ns if type(when_ns) is int else _check_int("when_ns", when_ns, waiter, loop)
     if when <= loop._now_ns:
@@ -120,8 +120,8 @@ async def sleep_ns(delay_ns: int, *, waiter: str, kind: WakeupKind = WakeupKind.
         NotVirtualLoopError: no :class:`VirtualEventLoop` is running.
         TypeError: ``delay_ns`` is not an int.
     """
-    loop = _get_running_loop()
-    if not isinstance(loop, VirtualEventLoop):
+    loop = _RUNNING.loop
+    if loop is None:
         loop = _virtual_loop("sleep_ns")
     delay = delay_ns if type(delay_ns) is int else _check_int("delay_ns", delay_ns, waiter, loop)
     when = loop._now_ns + delay

@@ -39,6 +39,7 @@ import functools
 import heapq
 import itertools
 import math
+import os
 import sys
 import threading
 from asyncio import events, futures
@@ -104,6 +105,8 @@ _DEADLINE_BASE = -(1 << 62)
 _RANK_SPAN = 1 << 40
 MAX_DEADLINE_RANK = (1 << 20) - 1
 _ROUND_STEPS_NS: tuple[int, ...] = tuple(10**k for k in range(9, 0, -1))
+# A module constant: reading a member off its Enum class runs Python code on every read.
+_ENGINE_DEADLINE = WakeupKind.ENGINE_DEADLINE
 
 
 class _Handle(events.Handle):
@@ -167,6 +170,29 @@ class _Timer(events.TimerHandle):
             self._args = None  # type: ignore[assignment]
 
 
+class _Running(threading.local):
+    """The :class:`VirtualEventLoop` running in this thread, or None.
+
+    A mirror of asyncio's running loop, set and cleared with it by
+    :meth:`VirtualEventLoop._running`. asyncio's own accessor makes a ``getpid()`` system
+    call on every read (to notice a fork); engines, policies and the workload driver read the
+    virtual clock hundreds of thousands of times in a replay, and a system call costs more
+    than the rest of the read. A forked child starts with no loop running, as in asyncio.
+    """
+
+    loop: VirtualEventLoop | None = None
+
+
+_RUNNING = _Running()
+
+
+def _forget_running_loop() -> None:
+    _RUNNING.loop = None
+
+
+os.register_at_fork(after_in_child=_forget_running_loop)
+
+
 def _scaled_midpoint(low: float, high: float) -> tuple[int, int]:
     """``(low + high) / 2 * 10**9`` as an exact fraction ``(numerator, denominator)``."""
     p1, q1 = low.as_integer_ratio()
@@ -207,6 +233,54 @@ def delay_to_ns(delay_s: float) -> int:
     except OverflowError:  # beyond 1.8e299 s the product overflows a float
         whole = int(delay_s)
         return whole * _NS_PER_S + round((delay_s - whole) * _NS_PER_S)
+
+
+def _future_timer(
+    loop: VirtualEventLoop,
+    when_ns: int,
+    sequence: int,
+    future: asyncio.Future[Any],
+    waiter: str,
+    kind: WakeupKind,
+) -> _Timer:
+    """The timer of a simclock wakeup: it completes ``future`` at ``when_ns``.
+
+    In release mode its fields are set here rather than by ``_Timer.__init__`` (one Python
+    call less per engine deadline and per wakeup); in debug mode ``__init__`` records where
+    it was made.
+    """
+    if loop._debug:
+        return _Timer(when_ns, sequence, _wake, (future,), loop, loop._wakeup_context, waiter, kind)
+    timer: Any = _new_handle(_Timer)
+    timer._context = loop._wakeup_context
+    timer._loop = loop
+    timer._callback = _wake
+    timer._args = (future,)
+    timer._cancelled = False
+    timer._repr = None
+    timer._source_traceback = None
+    timer._when = when_ns / _NS_PER_S
+    timer._scheduled = True
+    timer._when_ns = when_ns
+    timer._sequence = sequence
+    timer._waiter = waiter
+    timer._kind = kind
+    return timer  # type: ignore[no-any-return]
+
+
+def _check_int(name: str, value: object, waiter: str, loop: VirtualEventLoop) -> int:
+    """``value`` as an int of nanoseconds, or the error a simclock wakeup raises for it."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if isinstance(value, float) and not math.isfinite(value):
+        raise NonFiniteWakeupError(
+            f"non-finite wakeup for waiter {waiter!r}: requested {name}={value!r}, "
+            f"now is {loop._now_ns} ns",
+            waiter=waiter,
+            requested=value,
+            now_ns=loop._now_ns,
+        )
+    raise TypeError(f"{name} must be an int of nanoseconds, got {type(value).__name__}")
 
 
 def _wake(future: asyncio.Future[None]) -> None:
@@ -676,11 +750,46 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         if self._closed:
             raise RuntimeError("Event loop is closed")
         sequence = next(self._sequence)
-        timer = _Timer(
-            when_ns, sequence, _wake, (future,), self, self._wakeup_context, waiter, kind
-        )
+        timer = _future_timer(self, when_ns, sequence, future, waiter, kind)
         heapq.heappush(self._timers, (when_ns, sequence, timer))
         return timer
+
+    def wake_at_ns(
+        self,
+        future: asyncio.Future[Any],
+        when_ns: int,
+        *,
+        waiter: str,
+        kind: WakeupKind = WakeupKind.OTHER,
+    ) -> events.TimerHandle:
+        """Complete ``future`` (result ``None``) at virtual instant ``when_ns``, unless it is
+        done by then.
+
+        For a coroutine that waits for an instant or for something earlier, whichever comes
+        first: it awaits one future that both complete, with no task sleeping beside it and
+        no :func:`asyncio.wait`. The instant is validated and ordered exactly as
+        :func:`simclock.sleep_until_ns` validates and orders its own. Cancel the returned timer
+        once the future completed otherwise (left pending, it fires and finds it done).
+
+        Args:
+            future: the future to complete (of this loop).
+            when_ns: the instant, in nanoseconds.
+            waiter: who waits (shown in snapshots and errors).
+            kind: why it waits.
+
+        Raises:
+            NonFiniteWakeupError: ``when_ns`` is a NaN or infinite float.
+            StaleWakeupError: ``when_ns`` is earlier than now.
+            ClockRangeError: ``when_ns`` is past :data:`MAX_TIME_NS`.
+            StalledWaiterError: ``waiter`` asked for the current instant too many times.
+            TypeError: ``when_ns`` is not an int.
+        """
+        when = when_ns if type(when_ns) is int else _check_int("when_ns", when_ns, waiter, self)
+        if when <= self._now_ns:
+            self._check_wakeup(when, waiter, when_ns, f"{when} ns")
+        elif when > MAX_TIME_NS:
+            self._refuse_out_of_range(when, waiter, when_ns, f"{when} ns")
+        return self._wakeup_timer(when, future, waiter, kind)
 
     def _deadline_timer(
         self, when_ns: int, future: asyncio.Future[None], waiter: str, rank: int
@@ -690,16 +799,7 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         if self._closed:
             raise RuntimeError("Event loop is closed")
         sequence = _DEADLINE_BASE + rank * _RANK_SPAN + next(self._sequence) % _RANK_SPAN
-        timer = _Timer(
-            when_ns,
-            sequence,
-            _wake,
-            (future,),
-            self,
-            self._wakeup_context,
-            waiter,
-            WakeupKind.ENGINE_DEADLINE,
-        )
+        timer = _future_timer(self, when_ns, sequence, future, waiter, _ENGINE_DEADLINE)
         heapq.heappush(self._timers, (when_ns, sequence, timer))
         return timer
 
@@ -764,7 +864,7 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
     def in_callback(self) -> bool:
         """Whether one of this loop's callbacks is running now: False when the loop is not
         running, and between callbacks (while :meth:`run_until` checks its predicate)."""
-        return not self._observing and asyncio._get_running_loop() is self
+        return not self._observing and _RUNNING.loop is self
 
     def deadline_turn(self) -> int | None:
         """The rank of the :class:`simclock.Deadline` whose holder is taking its turn now
@@ -805,6 +905,7 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
                 finalizer=self._asyncgen_finalizer_hook,  # type: ignore[attr-defined]
             )
             events._set_running_loop(self)
+            _RUNNING.loop = self
             yield
         except KeyboardInterrupt as exc:
             self._report_interrupt(exc)
@@ -813,6 +914,7 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
             self._stopping = False
             self._thread_id = None
             events._set_running_loop(None)
+            _RUNNING.loop = None
             self._set_coroutine_origin_tracking(False)  # type: ignore[attr-defined]
             sys.set_asyncgen_hooks(*old_hooks)
 
@@ -997,7 +1099,7 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
                             self._report_callback_error(timer, exc)
                     else:
                         ready.append(timer)
-                    if timer._kind is WakeupKind.ENGINE_DEADLINE:
+                    if timer._kind is _ENGINE_DEADLINE:
                         pinned = len(ready)
                 if self._rng is not None and len(ready) - pinned > 1:
                     self._permute_ready(pinned)
@@ -1230,9 +1332,16 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
             timer or an ``instant_end`` waiter), else the earliest pending timer's instant, or
             ``None`` when nothing at all is scheduled.
         """
-        if self._has_work_now():
-            return self._now_ns
+        # _has_work_now, inlined: engines ask this at every commit
+        now = self._now_ns
+        if self._batch_left or self._ready:
+            return now
         timers = self._timers
+        if timers and timers[0][0] <= now:
+            return now
+        for entry in self._instant_end:
+            if not entry[2].done():
+                return now
         while timers and timers[0][2]._cancelled:  # drop cancelled timers off the heap top
             heapq.heappop(timers)
             self._cancelled_timers -= 1

@@ -192,3 +192,76 @@ def test_the_keyer_keeps_a_bounded_number_of_requests_and_donors(
     assert again == first
     fresh = BlockKeyer()
     assert [fresh.block_keys(r, 64) for r in requests] == first
+
+
+class _PlainInterning:
+    """The keys of REFERENCE-engine §4.2 spelled out: one table entry per ``(parent,
+    content)`` pair, numbered 1, 2, ... in first-seen order."""
+
+    def __init__(self) -> None:
+        self.table: dict[tuple[int, object], int] = {}
+
+    def keys(self, contents: list[int], stop: int) -> list[int]:
+        out: list[int] = []
+        parent = 0
+        for content in contents[:stop]:
+            parent = self.table.setdefault((parent, content), len(self.table) + 1)
+            out.append(parent)
+        return out
+
+    def known(self, contents: list[int], stop: int) -> list[int]:
+        out: list[int] = []
+        parent = 0
+        for content in contents[:stop]:
+            key = self.table.get((parent, content))
+            if key is None:
+                break
+            out.append(key)
+            parent = key
+        return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.sampled_from([1, 2, 4, 8]),  # blocks per content id
+            st.lists(st.integers(1, 5), min_size=0, max_size=6),  # content ids
+            st.integers(0, 60),  # blocks to intern (partial content ids included)
+            st.integers(0, 60),  # blocks of a known prefix to start from
+            st.sampled_from(["extend", "known", "key"]),
+        ),
+        min_size=1,
+        max_size=25,
+    )
+)
+def test_interning_whole_content_ids_at_once_gives_the_plain_interning_keys(
+    steps: list[tuple[int, list[int], int, int, str]],
+) -> None:
+    """Keys of whole content ids held as spans (one table entry per id) are the keys of the
+    plain per-block interning, for any mix of blocks per id, partial ids, resumed walks,
+    single-pair ``key``/``peek`` calls and lookups of blocks inside a span."""
+    keyer = BlockKeyer()
+    plain = _PlainInterning()
+    for per_id, ids, stop, start, how in steps:
+        contents = [c for c in ids for _ in range(per_id)]
+        stop = min(stop, len(contents))
+        if how == "known":
+            walked: list[int] = []
+            keyer.known(walked, contents, stop, per_id)
+            assert walked == plain.known(contents, stop)
+            continue
+        known = plain.known(contents, stop)
+        if how == "key":
+            parent = 0
+            got: list[int] = []
+            for c in contents[:stop]:
+                assert keyer.peek(parent, c) == plain.table.get((parent, c))
+                parent = keyer.key(parent, c)
+                got.append(parent)
+            assert got == plain.keys(contents, stop)
+        else:
+            keys = known[: min(start, len(known))]
+            keyer.extend(keys, contents, stop, per_id)
+            assert keys == plain.keys(contents, stop)
+        assert len(keyer) == len(plain.table)

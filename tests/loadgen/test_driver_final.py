@@ -10,12 +10,22 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import attrs
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from loadgen import ArrivalRule, DriverReport, LoadMode, Request, Workload, WorkloadConfigError
+from loadgen import (
+    ArrivalRule,
+    DriverReport,
+    LoadMode,
+    Request,
+    RequestOutcome,
+    Workload,
+    WorkloadConfigError,
+)
 from loadgen._driver import Driver
+from loadgen._outcomes import Outcomes
 
 from .fake_engine import FakeRun
 from .test_driver_properties import workloads
@@ -87,41 +97,79 @@ def test_timestamp_and_session_runs_keep_their_accounting_when_units_are_dropped
     assert len(report.requests) == len(workload.requests)
 
 
-def test_a_settled_request_is_held_as_its_outcome_and_its_id_stays_taken() -> None:
-    def req(rid: str, at_ms: float) -> Request:
-        return Request(
-            id=rid,
-            input_length=16,
-            output_length=2,
-            block_size=16,
-            hash_ids=[1],
-            arrival=ArrivalRule(not_before_ms=at_ms),
-        )
+def _req(rid: str, at_ms: float) -> Request:
+    return Request(
+        id=rid,
+        input_length=16,
+        output_length=2,
+        block_size=16,
+        hash_ids=[1],
+        arrival=ArrivalRule(not_before_ms=at_ms),
+    )
 
-    seen: list[tuple[str, list[str]]] = []
-    duplicate: list[str] = []
 
-    class Watching(FakeRun):
-        def _submit(self, request: Request) -> None:
-            driver = self.driver
-            assert driver is not None
-            kinds = [type(u).__name__ for u in driver._units.values()]
-            seen.append((request.id, kinds))
-            if request.id == "b":
-                try:
-                    driver._add(req("a", 0.0), (0, 9), 0, None, None)
-                except WorkloadConfigError as error:
-                    duplicate.append(str(error))
-            super()._submit(request)
+@attrs.define(eq=False)
+class _Watching(FakeRun):
+    """Notes the kinds of the driver's units at each release; adds a unit named "a" at
+    "b"'s release, noting the error."""
 
-    workload = Workload(requests=(req("a", 0.0), req("b", 1000.0)), source="t", format="t")
-    run = Watching(workload)
+    seen: list[tuple[str, list[str]]] = attrs.field(factory=list)
+    duplicate: list[str] = attrs.field(factory=list)
+    poke: bool = True
+
+    def _submit(self, request: Request) -> None:
+        driver = self.driver
+        assert driver is not None
+        kinds = [type(u).__name__ for u in driver._units.values()]
+        self.seen.append((request.id, kinds))
+        if request.id == "b" and self.poke:
+            try:
+                driver._add(_req("a", 0.0), (0, 9), 0, None, None)
+            except WorkloadConfigError as error:
+                self.duplicate.append(str(error))
+        super()._submit(request)
+
+
+def test_a_settled_session_request_is_held_as_its_outcome_and_its_id_stays_taken() -> None:
+    workload = Workload(requests=(_req("a", 0.0), _req("b", 1000.0)), source="t", format="t")
+    run = _Watching(workload, mode=LoadMode(concurrency=1))
     report = run.run()
-    # "a" ended long before "b" was released: only its outcome is left
-    assert seen == [("a", ["_Unit", "_Unit"]), ("b", ["RequestOutcome", "_Unit"])]
-    assert duplicate == ["requests: duplicate request id 'a'"]
+    # "a" ended before "b" was released: only its outcome is left
+    assert run.seen == [("a", ["_Unit"]), ("b", ["RequestOutcome", "_Unit"])]
+    assert run.duplicate == ["requests: duplicate request id 'a'"]
     assert [(o.request_id, o.status) for o in report.requests] == [
         ("a", "completed"),
         ("b", "completed"),
     ]
-    assert report.requests[0].request == workload.requests[0]
+    assert report.requests[0].request is not None
+    assert report.requests[0].request.id == "a"
+
+
+def test_a_timestamp_run_makes_a_roots_unit_at_its_release_and_keeps_its_outcome_as_numbers() -> (
+    None
+):
+    workload = Workload(requests=(_req("a", 0.0), _req("b", 1000.0)), source="t", format="t")
+    run = _Watching(workload, poke=False)
+    report = run.run()
+    # no unit before a root's release; none left once it settled
+    assert run.seen == [("a", ["_Unit"]), ("b", ["_Unit"])]
+    driver = run.driver
+    assert driver is not None and driver._ledger is not None
+    assert driver._ledger.outcome(0) == RequestOutcome(
+        "a", "completed", 0, 60_000_000, "measure", None, workload.requests[0]
+    )
+    assert isinstance(report.requests, Outcomes)
+    assert report.requests == (
+        RequestOutcome("a", "completed", 0, 60_000_000, "measure", None, workload.requests[0]),
+        RequestOutcome(
+            "b", "completed", 10**9, 10**9 + 60_000_000, "measure", None, workload.requests[1]
+        ),
+    )
+    assert report.requests[0].request is workload.requests[0]
+
+
+def test_a_timestamp_run_refuses_a_workload_naming_an_id_twice() -> None:
+    workload = Workload(requests=(_req("a", 0.0), _req("a", 1000.0)), source="t", format="t")
+    with pytest.raises(WorkloadConfigError) as info:
+        FakeRun(workload).run()
+    assert str(info.value) == "requests: duplicate request id 'a'"

@@ -43,11 +43,14 @@ class _CheckedRun(FakeRun):
         assert driver is not None
         units = driver._units.values()
         unsettled = sum(1 for u in units if u.status is None and u.released_ns is None)
+        # roots not yet released have no unit yet (timestamp runs)
+        roots = 0 if driver._roots is None else len(driver._roots)
+        unsettled += roots
         assert driver._unsettled == unsettled
         scanned = (
             driver._closed
             or driver._no_more_releases
-            or (not driver._heap and not driver._pending_starts() and unsettled == 0)
+            or (not driver._heap and not roots and not driver._pending_starts() and unsettled == 0)
         )
         assert driver.finished == scanned
         self.checks += 1

@@ -10,6 +10,7 @@ import pytest
 
 import loadgen
 from loadgen import (
+    ContentInterner,
     Dep,
     Fixed,
     Identity,
@@ -220,17 +221,22 @@ def test_empirical_trace_path_is_relative_to_base(tmp_path: Path) -> None:
     )
 
 
-def test_open_loop_requests_share_one_identity_and_own_their_content_ids() -> None:
+def test_open_loop_requests_share_one_identity_and_view_one_array_of_content_ids() -> None:
     workload = generate_synthetic(
         parse_synthetic("count=50 arrivals=poisson(10) input=64 output=4"), seed=3
     )
     identities = {id(r.identity) for r in workload.requests}
     assert len(identities) == 1
     assert workload.requests[0].identity == Identity()
+    # every request's ids are a read-only view of one array holding the workload's ids (no
+    # allocation of its own), and only its own ids
+    base = workload.requests[0].hash_ids.base
+    assert all(r.hash_ids.base is base for r in workload.requests)
+    assert base is not None and base.size == sum(r.hash_ids.size for r in workload.requests)
     for request in workload.requests:
-        # one array object owning its ids, no view of another array
-        assert request.hash_ids.base is None
         assert not request.hash_ids.flags.writeable
+        assert request.hash_ids.flags.c_contiguous
+        assert request.hash_ids.size == 1
 
 
 def test_as_hash_ids_copies_into_one_array_and_still_flattens() -> None:
@@ -239,3 +245,25 @@ def test_as_hash_ids_copies_into_one_array_and_still_flattens() -> None:
     nested = as_hash_ids([[1, 2], [3, 4]])
     assert nested.ndim == 1 and nested.tolist() == [1, 2, 3, 4]
     assert not nested.flags.writeable
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "count=40 arrivals=poisson(10) input=uniform(1,300) output=4",
+        "count=30 arrivals=poisson(5) input=lognormal(600,300) output=9 prefix_groups=3 "
+        "shared_prefix_ratio=0.5 block_size=32",
+        "count=12 arrivals=poisson(2) input=200 output=20 turns=uniform(1,4) "
+        "think_ms=exponential(500) new_input=100 block_size=16",
+    ],
+)
+def test_a_workload_names_fresh_blocks_as_an_interner_given_to_it_would(text: str) -> None:
+    # with no interner given, fresh blocks take private ids: the ids interning their raw ids
+    # ("u", request id, j) in a fresh interner would give
+    spec = parse_synthetic(text)
+    own = generate_synthetic(spec, seed=11)
+    given = ContentInterner()
+    shared = generate_synthetic(spec, seed=11, interner=given)
+    assert own == shared
+    fresh_blocks = sum(-(-r.input_length // spec.block_size) for r in own.requests)
+    assert given.scope_size("syn") >= min(fresh_blocks, len(own))  # the raw ids were interned
