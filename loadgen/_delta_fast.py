@@ -227,7 +227,7 @@ def _classes(
         mixed = _mix(code.astype(np.uint64) ^ _mix(spread))
         sums = np.asarray(np.add.reduceat(mixed, first_piece), dtype=np.uint64)
         digest = _mix(sums ^ pieces.astype(np.uint64))
-    by_digest = np.argsort(digest, kind="stable")
+    by_digest = np.argsort(digest)  # any member of a group may stand for it
     ordered = digest[by_digest]
     starts = np.ones(windows, dtype=np.bool_)
     starts[1:] = ordered[1:] != ordered[:-1]

@@ -24,6 +24,12 @@ def _first_seen(keys: Ids, start: int) -> tuple[Ids, Ids]:
         Each position's number, and the positions where a key first appears (ascending).
     """
     size = int(keys.size)
+    if size == 0:
+        return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+    low = int(keys.min())
+    span = int(keys.max()) - low + 1
+    if span <= 4 * size + 1024:
+        return _first_seen_dense(keys - low, span, start)
     order = np.argsort(keys, kind="stable")  # equal keys keep their stream order
     ordered = keys[order]
     starts = np.ones(size, dtype=np.bool_)
@@ -36,6 +42,20 @@ def _first_seen(keys: Ids, start: int) -> tuple[Ids, Ids]:
     out = np.empty(size, dtype=np.int64)
     out[order] = rank[first][run]
     return out, np.flatnonzero(fresh)
+
+
+def _first_seen_dense(keys: Ids, span: int, start: int) -> tuple[Ids, Ids]:
+    """:func:`_first_seen` of keys in ``[0, span)`` with ``span`` about the stream's size:
+    each key's first position from a table, no sort (bench/read.py, delta sessions)."""
+    size = int(keys.size)
+    first = np.full(span, size, dtype=np.int64)
+    np.minimum.at(first, keys, np.arange(size, dtype=np.int64))
+    fresh = np.zeros(size, dtype=np.bool_)
+    fresh[first[first < size]] = True
+    positions = np.flatnonzero(fresh)
+    lookup = np.empty(span, dtype=np.int64)
+    lookup[keys[positions]] = np.arange(start, start + positions.size, dtype=np.int64)
+    return lookup[keys], positions
 
 
 @attrs.define(eq=False)

@@ -18,6 +18,7 @@ from loadgen import ArrivalRule, ContentInterner, Dep, Identity, Lineage, TraceF
 from loadgen._agentic import read_agentic_records
 from loadgen._agentic_fast import read_agentic_fast
 from loadgen._columns import after_completion, after_completions, identities, roots
+from loadgen._intern import _first_seen
 from loadgen._mooncake import read_records
 from loadgen._mooncake_fast import read_mooncake_fast
 
@@ -30,6 +31,13 @@ def _same_interner(a: ContentInterner, b: ContentInterner, scope: str) -> None:
     assert a.next_id == b.next_id
     assert a.scope_size(scope) == b.scope_size(scope)
     assert a._table(scope) == b._table(scope)
+
+
+def _jsonl(rows: list[dict[str, Any]]) -> Path:
+    """The rows written one per line to a new file ``m.jsonl``."""
+    path = Path(tempfile.mkdtemp(prefix="fast")) / "m.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
 
 
 def _sessions_file(folder: Path, agentic: bool) -> Path:
@@ -130,8 +138,7 @@ def mixed_session_rows(draw: st.DrawFn) -> list[dict[str, Any]]:
 def test_files_mixing_sessions_and_lone_rows_read_the_same_both_ways(
     rows: list[dict[str, Any]], closed_loop: bool
 ) -> None:
-    path = Path(tempfile.mkdtemp(prefix="fast")) / "m.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    path = _jsonl(rows)
     fast_ids, slow_ids = ContentInterner(), ContentInterner()
     try:
         slow = read_records(str(path), "m", 8, closed_loop, slow_ids, delta=False)
@@ -178,8 +185,7 @@ def delta_rows(draw: st.DrawFn) -> list[dict[str, Any]]:
 def test_generated_delta_sessions_read_the_same_both_ways(
     rows: list[dict[str, Any]], block: int
 ) -> None:
-    path = Path(tempfile.mkdtemp(prefix="fast")) / "m.jsonl"
-    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    path = _jsonl(rows)
     fast_ids, slow_ids = ContentInterner(), ContentInterner()
     try:
         slow = read_records(str(path), "m", block, False, slow_ids, delta=True)
@@ -282,6 +288,25 @@ def test_intern_local_streams_equals_one_scope_per_play(
     assert got.tolist() == expected
     assert counts.tolist() == fresh
     assert b.next_id == a.next_id
+
+
+@SETTINGS
+@given(
+    st.lists(st.integers(-3, 6), max_size=50),
+    st.sampled_from([1, 10**9]),
+    st.integers(0, 50),
+)
+def test_first_seen_numbers_keys_in_order_of_first_appearance(
+    keys: list[int], scale: int, start: int
+) -> None:
+    # scale 10**9 spreads the keys beyond a table the size of the stream: the sorting way.
+    spread = [k * scale for k in keys]
+    numbers: dict[int, int] = {}
+    expected = [numbers.setdefault(k, start + len(numbers)) for k in spread]
+    firsts = [i for i, k in enumerate(spread) if spread.index(k) == i]
+    out, first = _first_seen(np.array(spread, dtype=np.int64), start)
+    assert out.tolist() == expected
+    assert first.tolist() == firsts
 
 
 def test_the_column_builders_equal_the_constructors() -> None:
