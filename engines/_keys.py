@@ -182,11 +182,12 @@ class BlockKeyer:
     """Interns chained block keys; one per run, shared by every engine so keys compare.
 
     Keys are positive integers handed out in first-seen order, so they depend only on the
-    order of the calls, never on ``hash()``. Once something :meth:`hold` s keys, the keyer
-    forgets the keys nobody holds (see the module docstring) as the table grows.
+    order of the calls, never on ``hash()``. Once a holder of keys is registered
+    (:meth:`hold`), the keyer forgets the keys nobody holds (see the module docstring) as the
+    table grows.
 
     Args:
-        forget: forget the keys nobody holds (when anything :meth:`hold` s keys).
+        forget: forget the keys nobody holds (once a holder is registered).
         forget_min: hold at least this many keys before looking for keys to forget.
     """
 
@@ -227,6 +228,7 @@ class BlockKeyer:
     # the table's size at which to look for keys to forget next
     _look_at: int = attrs.field(default=0, init=False, repr=False)
     _forgotten: int = attrs.field(default=0, init=False, repr=False)
+    _forgetting: bool = attrs.field(default=False, init=False, repr=False)
 
     def __attrs_post_init__(self) -> None:
         self._look_at = self.forget_min
@@ -474,22 +476,29 @@ class BlockKeyer:
         donors estimate they hold; then keeps what they hold and every ancestor of it, and
         waits for the table to double again.
         """
+        if self._forgetting:
+            return  # asked again while the holders were being read: once is enough
         memo = self._memo.values()
         donors = self._donors.values()
         estimate = sum(h.held_keys_estimate() for h in self._holders)
         estimate += sum(len(k) for _, k in memo) + sum(len(d[2]) for d in donors)
-        table = self._keys
-        if len(table) + self._span_inner < 2 * estimate:
+        if len(self._keys) + self._span_inner < 2 * estimate:
             self._look_at = max(self.forget_min, 2 * estimate)
             return
-        live: set[int] = set(keys)
-        for holder in self._holders:
-            for held in holder.held_keys():
-                live.update(held)
-        for _, held in memo:
+        self._forgetting = True
+        try:
+            live: set[int] = set(keys)
+            for holder in self._holders:
+                for held in holder.held_keys():  # may bring an engine up to date
+                    live.update(held)
+        finally:
+            self._forgetting = False
+        # read after the holders: whatever was interned or remembered meanwhile is seen
+        for _, held in self._memo.values():
             live.update(held)
-        for donor in donors:
+        for donor in self._donors.values():
             live.update(donor[2])
+        table = self._keys
         starts = self._span_starts
         ids = self._span_ids
         # a live key inside a whole content id interned at once makes the id's first key live

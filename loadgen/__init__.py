@@ -65,6 +65,7 @@ from ._synthetic import EmpiricalLengths as EmpiricalLengths
 from ._synthetic import SyntheticSpec as SyntheticSpec
 from ._synthetic import generate_synthetic as generate_synthetic
 from ._synthetic import parse_synthetic as parse_synthetic
+from ._synthetic_table import SyntheticRequests as SyntheticRequests
 from ._weka import read_weka as read_weka
 from ._workload import Play as Play
 from ._workload import SubagentGroup as SubagentGroup
@@ -105,6 +106,7 @@ __all__ = (
     "RequestOutcome",
     "Snapshot",
     "SubagentGroup",
+    "SyntheticRequests",
     "SyntheticSpec",
     "Tolerated",
     "TraceFormatError",

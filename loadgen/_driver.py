@@ -27,6 +27,7 @@ from ._modes import LoadMode
 from ._outcomes import TERMINAL_STATUSES, OutcomeLedger, Outcomes, RequestOutcome
 from ._plays import instance_requests, preparation_requests, snapshot_cut
 from ._request import ArrivalRule, Dep, Request
+from ._synthetic_table import SyntheticRequests
 from ._workload import Play, Workload
 
 __all__ = (
@@ -223,6 +224,8 @@ def _settled(unit: _Unit) -> tuple[str, int | None, int | None]:
 
 def _check_unique(requests: Sequence[Request]) -> None:
     """Refuse a workload that names one id twice (as adding its units one by one would)."""
+    if isinstance(requests, SyntheticRequests):
+        return  # ids made unique
     ids = [r.id for r in requests]
     if len(set(ids)) == len(ids):
         return
@@ -341,9 +344,13 @@ class Driver:
         top = 0
         for play in self.workload.plays:
             top = max(top, play.content_ids[1])
-        for request in self.workload.requests:
-            if request.hash_ids.size:
-                top = max(top, int(request.hash_ids.max()) + 1)
+        requests = self.workload.requests
+        if isinstance(requests, SyntheticRequests):
+            top = max(top, requests.content_ids_stop())
+        else:
+            for request in requests:
+                if request.hash_ids.size:
+                    top = max(top, int(request.hash_ids.max()) + 1)
         self._content_next = top
         if mode.max_virtual_time_s is not None:
             self._deadline_ns = round(mode.max_virtual_time_s * 1e9)

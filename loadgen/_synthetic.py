@@ -8,7 +8,6 @@ earlier ones.
 
 from __future__ import annotations
 
-import itertools
 import math
 from array import array
 from collections.abc import Callable, Mapping
@@ -39,15 +38,13 @@ from ._limits import (
     tokens_problem,
 )
 from ._read import read_trace
-from ._request import ArrivalRule, Dep, Identity, requests_from_columns
+from ._synthetic_table import SyntheticRequests
 from ._workload import Workload
 
 __all__ = ("EmpiricalLengths", "SyntheticSpec", "generate_synthetic", "parse_synthetic")
 
 STREAMS: tuple[str, ...] = ("arrivals", "lengths", "prefix", "think")
 
-# One identity shared by every request of an open-loop workload (identities are frozen).
-_NO_IDENTITY = Identity()
 _SCOPE = "syn"
 MAX_TURNS = 100_000  # turns per session: each later turn holds every earlier one
 _INPUT = Fixed(512.0)
@@ -300,6 +297,7 @@ def generate_synthetic(
     *,
     seed: int | np.random.SeedSequence,
     interner: ContentInterner | None = None,
+    lazy: bool = False,
 ) -> Workload:
     """Generate a synthetic workload (§3).
 
@@ -308,6 +306,9 @@ def generate_synthetic(
         seed: the run seed (or a SeedSequence); streams ``arrivals, lengths, prefix,
             think`` are its first four children.
         interner: the run's content interner (default: a fresh one).
+        lazy: keep the requests as columns (a :class:`SyntheticRequests`), each built when
+            read, instead of a tuple of them: the same sequence, in about a tenth of the
+            memory.
 
     Returns:
         The workload, session by session (``syn:<i>``, or ``syn:s<i>/<k>`` in sessions).
@@ -325,13 +326,14 @@ def generate_synthetic(
     # The requests' columns; every request's content ids go into one array, which each
     # request views (no array of its own: a million requests of one id each hold 8 bytes
     # of ids apiece, not a small allocation).
-    request_ids: list[str] = []
-    inputs: list[int] = []
-    outputs: list[int] = []
-    rules: list[ArrivalRule] = []
-    identities: list[Identity] = []
+    sessions = array("q")
+    turn_column = array("q")
+    inputs = array("q")
+    outputs = array("q")
     flat = array("q")
     ends = array("q")
+    not_before = array("d")
+    thinks = array("d")
     at_ms = 0.0
     for i in range(spec.count):
         if i:
@@ -350,7 +352,9 @@ def generate_synthetic(
             request_id = first_id if k == 0 else f"{base}/{k}"
             if k == 0:
                 flat.extend(first_content)
-                arrival = ArrivalRule(not_before_ms=round(at_ms, 6))
+                not_before.append(round(at_ms, 6))
+                if spec.sessions:
+                    thinks.append(0.0)
             else:
                 new, next_output = _later_lengths(spec, lengths_rng)
                 think = float(spec.think_ms.draw(think_rng))
@@ -367,24 +371,33 @@ def generate_synthetic(
                 runs = [r for r in runs if r.tokens > 0]
                 prompt, output = merged, next_output
                 flat.extend(reblock(runs, block, ids, _SCOPE).tolist())
-                arrival = ArrivalRule(
-                    not_before_ms=None,
-                    after=(Dep(prev_id, "completion", max(0.0, think)),),
-                )
-            request_ids.append(request_id)
+                not_before.append(math.nan)
+                thinks.append(max(0.0, think))
+            if spec.sessions:
+                sessions.append(i)
+                turn_column.append(k)
             inputs.append(prompt)
             outputs.append(output)
-            rules.append(arrival)
-            identities.append(
-                Identity(conversation_id=base, turn_index=k) if spec.sessions else _NO_IDENTITY
-            )
             ends.append(len(flat))
             prev_id = request_id
-    content = np.array(flat, dtype=np.int64)
-    content.flags.writeable = False
-    del flat
-    views = [content[a:b] for a, b in itertools.pairwise(itertools.chain((0,), ends))]
-    requests = requests_from_columns(request_ids, inputs, outputs, block, views, rules, identities)
+    table = SyntheticRequests(
+        input_lengths=np.frombuffer(inputs, dtype=np.int64),
+        output_lengths=np.frombuffer(outputs, dtype=np.int64),
+        block_size=block,
+        content=np.frombuffer(flat, dtype=np.int64),
+        ends=np.frombuffer(ends, dtype=np.int64),
+        not_before_ms=np.frombuffer(not_before, dtype=np.float64),
+        sessions=(
+            (
+                np.frombuffer(sessions, dtype=np.int64),
+                np.frombuffer(turn_column, dtype=np.int64),
+                np.frombuffer(thinks, dtype=np.float64),
+            )
+            if spec.sessions
+            else None
+        ),
+    )
+    requests = table if lazy else tuple(table)
     return Workload(requests=requests, source="syn", format="synthetic")
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Literal
 
 import attrs
@@ -90,7 +91,8 @@ class Workload:
     """Requests in file (or generation) order, with where they came from.
 
     Attributes:
-        requests: every request, in file order.
+        requests: every request, in file order: a tuple, or a sequence that builds each
+            request when it is read (``generate_synthetic(..., lazy=True)``).
         source: the source label ``<src>``.
         format: the reader's format name (``mooncake``, ``weka``, ``synthetic``, ...).
         format_note: how ``format="auto"`` chose the format
@@ -100,7 +102,7 @@ class Workload:
         subagents: Weka subagent groups, in file order.
     """
 
-    requests: tuple[Request, ...]
+    requests: Sequence[Request]
     source: str
     format: str
     format_note: str | None = None
