@@ -187,6 +187,50 @@ class SyntheticRequests(Sequence[Request]):
         """One more than the largest content id of any request (0 when there is none)."""
         return int(self._content.max()) + 1 if self._content.size else 0
 
+    def replayable(self) -> bool:
+        """Whether every request passes preparation unchanged, checked on the columns.
+
+        True when each request has exactly ``ceil(input_length / block_size)`` content ids,
+        ``input_length >= 1`` and ``output_length >= 0`` (with ``block_size >= 1``), a first
+        turn's release time and a later turn's delay are finite and >= 0, and the sessions
+        come one after another, each with turns ``0, 1, ...`` (so ids are unique and every
+        dependency names the turn before). ``replay.prepare`` then keeps the requests as
+        they are, their :meth:`positions` as the id table; when False, it checks them one by
+        one (and names the first problem).
+        """
+        if self._block < 1 or not len(self):
+            return self._block >= 1
+        counts = np.diff(self._ends, prepend=0)
+        inputs = self._inputs.astype(np.int64, copy=False)
+        need = -(-inputs // self._block)
+        if (
+            self._inputs.min() < 1
+            or self._outputs.min() < 0
+            or not np.array_equal(counts, need)
+            or self._ends[-1] > len(self._content)
+        ):
+            return False
+        if not self._sessioned:
+            return bool(np.isfinite(self._not_before).all() and self._not_before.min() >= 0)
+        first = self._turns == 0
+        firsts = self._firsts
+        # sessions 0, 1, ... one after another, each with turns 0, 1, ...
+        lengths = np.diff(np.append(firsts, len(self)))
+        if not (
+            first[0]
+            and np.array_equal(self._sessions, np.repeat(np.arange(len(firsts)), lengths))
+            and np.array_equal(self._turns, np.arange(len(self)) - np.repeat(firsts, lengths))
+        ):
+            return False
+        roots = self._not_before[first]
+        delays = self._think[~first]
+        return bool(
+            np.isfinite(roots).all()
+            and roots.min() >= 0
+            and np.isfinite(delays).all()
+            and (delays.size == 0 or delays.min() >= 0)
+        )
+
     def positions(self) -> SyntheticPositions:
         """Request id → position, read off the id (no table of ids)."""
         return SyntheticPositions(self)

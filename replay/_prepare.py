@@ -7,11 +7,11 @@ parts, :func:`validate_requests` and :func:`normalize_block_ids`) the same way.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 import attrs
 
-from loadgen import Request, Workload
+from loadgen import Request, SyntheticRequests, Workload
 
 from ._exceptions import WorkloadValidationError
 
@@ -25,15 +25,18 @@ class PreparedWorkload:
     Attributes:
         workload: the original workload (the report lists its requests in this order).
         requests: the requests to replay, in workload order, each with exactly
-            ``ceil(input_length / block_size)`` content ids.
-        positions: request id -> position in :attr:`requests`.
+            ``ceil(input_length / block_size)`` content ids: a tuple, or the workload's own
+            :class:`loadgen.SyntheticRequests` when its columns pass the checks as they are
+            (``SyntheticRequests.replayable``).
+        positions: request id -> position in :attr:`requests`: a dict, or the
+            ``SyntheticRequests.positions()`` mapping that reads positions off the ids.
         engine_block_size: the engines' KV block size ``E`` the run uses, if given.
         trimmed_ids: surplus content ids dropped by normalisation.
         tokenizer: the frontend tokenization stage (``engines.TokenizerStage``), or None.
     """
 
     workload: Workload
-    requests: tuple[Request, ...]
+    requests: Sequence[Request]
     positions: Mapping[str, int]
     engine_block_size: int | None = None
     trimmed_ids: int = 0
@@ -167,6 +170,15 @@ def prepare(
     ):
         raise WorkloadValidationError(
             f"tokenizer: must be a tokenizer stage (engines.TokenizerStage), got {tokenizer!r}"
+        )
+    if isinstance(workload.requests, SyntheticRequests) and workload.requests.replayable():
+        # Checked on its columns: kept as it is, no request built and no table of ids.
+        return PreparedWorkload(
+            workload=workload,
+            requests=workload.requests,
+            positions=workload.requests.positions(),
+            engine_block_size=engine_block_size,
+            tokenizer=tokenizer,
         )
     positions = validate_requests(workload.requests)
     requests = tuple(normalize_block_ids(r) for r in workload.requests)

@@ -14,7 +14,15 @@ import attrs
 
 import simclock
 from engines import Journal, LifecycleEvent, RequestTrace
-from loadgen import DriverReport, PlayOutcome, Request, RequestOutcome, Workload
+from loadgen import (
+    DriverReport,
+    Outcomes,
+    PlayOutcome,
+    Request,
+    RequestOutcome,
+    SyntheticRequests,
+    Workload,
+)
 
 from ._columns import RequestColumns
 from ._metrics import SLO, Distribution
@@ -395,7 +403,9 @@ def finalize(
     if slo is not None and slo.is_empty:
         slo = None
     if stream is None:
-        stream = RecordStream(workload.requests)
+        requests = workload.requests
+        positions = requests.positions() if isinstance(requests, SyntheticRequests) else None
+        stream = RecordStream(requests, positions=positions)
     traces = journal.traces
     # Ids recorded so far beyond the workload's: a workload request is recorded at its
     # position (or, never run and never accounted, skipped: then it has no outcome and no
@@ -407,17 +417,29 @@ def finalize(
             if not stream.settled(position):
                 builder.add(position, request, traces.get(request.id))
     else:
-        # the driver's outcome of each workload position (the last one listed for its id)
-        found_at: list[RequestOutcome | None] = [None] * len(workload.requests)
+        outcomes = driver.requests
         others: list[RequestOutcome] = []
-        for found in driver.requests:
-            at = stream.position(found.request_id)
-            if at is None:
-                others.append(found)
-            else:
-                found_at[at] = found
+        found_at: Sequence[RequestOutcome | None]
+        if isinstance(outcomes, Outcomes) and len(outcomes) == len(workload.requests):
+            # a run at the timestamps: outcome i is workload request i's, built when read
+            found_at = outcomes
+        else:
+            # the driver's outcome of each workload position (the last one listed for its id)
+            listed: list[RequestOutcome | None] = [None] * len(workload.requests)
+            for found in outcomes:
+                at = stream.position(found.request_id)
+                if at is None:
+                    others.append(found)
+                else:
+                    listed[at] = found
+            found_at = listed
         for position, request in enumerate(workload.requests):
             outcome = found_at[position]
+            if outcome is not None and outcome.request_id != request.id:
+                raise simclock.InternalError(
+                    f"the driver's outcome at position {position} is {outcome.request_id!r}'s, "
+                    f"not {request.id!r}'s"
+                )
             if stream.settled(position):
                 _check_settled(stream, position, request, outcome)
                 continue
