@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import attrs
+import numpy as np
 
 import simclock
 from engines import Journal, LifecycleEvent, RequestTrace
@@ -555,9 +556,15 @@ def _summary(
     reused_first = int(columns.ints("reused_first")[completed].sum())
     reused_all = int(columns.ints("reused_all")[completed].sum())
 
-    gaps_ns = columns.gaps_ns()
-    itl_ms = gaps_ns / _NS_PER_MS
-    positive = itl_ms[gaps_ns > 0]
+    # The pooled gaps (several per request) are the largest arrays of the report: one at a
+    # time, each let go once its statistics are taken. A gap is > 0 exactly when its value
+    # in milliseconds is.
+    itl_ms = columns.gaps_ns() / _NS_PER_MS
+    itl = Distribution.of(itl_ms)
+    positive = itl_ms[itl_ms > 0]
+    del itl_ms
+    per_user = Distribution.of(np.divide(1000.0, positive, out=positive))
+    del positive
 
     goodput: Goodput | None = None
     if slo is not None:
@@ -586,12 +593,12 @@ def _summary(
         ttft_ms=Distribution.of(columns.sample("ttft_ms")),
         ttst_ms=Distribution.of(columns.sample("ttst_ms")),
         tpot_ms=Distribution.of(columns.sample("tpot_ms")),
-        itl_ms=Distribution.of(itl_ms),
+        itl_ms=itl,
         e2el_ms=Distribution.of(columns.sample("e2e_ms")),
         queueing_delay_ms=Distribution.of(columns.sample("queueing_ms")),
         tokenization_ms=Distribution.of(columns.sample("tokenization_ms")),
         routing_delay_ms=Distribution.of(columns.sample("routing_ms")),
-        output_tokens_per_s_per_user=Distribution.of(1000.0 / positive),
+        output_tokens_per_s_per_user=per_user,
         slo=slo,
         goodput=goodput,
         reused_input_tokens=reused_first,
