@@ -414,14 +414,17 @@ def finalize(
     seen: set[str] = set()
     builder = _Builder(stream, slo)
     if driver is None:
-        for position, request in enumerate(workload.requests):
+        requests = workload.requests
+        for position in range(len(requests)):
             if not stream.settled(position):
+                request = requests[position]
                 builder.add(position, request, traces.get(request.id))
     else:
         outcomes = driver.requests
         others: list[RequestOutcome] = []
         found_at: Sequence[RequestOutcome | None]
-        if isinstance(outcomes, Outcomes) and len(outcomes) == len(workload.requests):
+        by_position = isinstance(outcomes, Outcomes) and len(outcomes) == len(workload.requests)
+        if by_position:
             # a run at the timestamps: outcome i is workload request i's, built when read
             found_at = outcomes
         else:
@@ -434,16 +437,23 @@ def finalize(
                 else:
                     listed[at] = found
             found_at = listed
-        for position, request in enumerate(workload.requests):
+        requests = workload.requests
+        for position in range(len(requests)):
             outcome = found_at[position]
-            if outcome is not None and outcome.request_id != request.id:
+            if (
+                by_position
+                and outcome is not None
+                and stream.position(outcome.request_id) != position
+            ):
                 raise simclock.InternalError(
-                    f"the driver's outcome at position {position} is {outcome.request_id!r}'s, "
-                    f"not {request.id!r}'s"
+                    f"the driver's outcome at position {position} is that of request "
+                    f"{outcome.request_id!r}"
                 )
             if stream.settled(position):
-                _check_settled(stream, position, request, outcome)
+                # (the request is not built: a lazy workload builds it at each read)
+                _check_settled(stream, position, outcome)
                 continue
+            request = requests[position]
             trace = traces.get(request.id)
             if outcome is None and trace is None:
                 stream.skip(position)
@@ -527,14 +537,12 @@ class _Builder:
             self.stream.put(position, settled)
 
 
-def _check_settled(
-    stream: RecordStream, position: int, request: Request, found: RequestOutcome | None
-) -> None:
+def _check_settled(stream: RecordStream, position: int, found: RequestOutcome | None) -> None:
     """A record streamed during the run has the status the driver's accounting gives it."""
     status = stream.settled_status(position)
     if found is not None and found.status in DRIVER_STATUSES and found.status != status:
         raise simclock.InternalError(
-            f"request {request.id!r} settled {status} during the run but the driver "
+            f"request {found.request_id!r} settled {status} during the run but the driver "
             f"reports it {found.status}"
         )
 

@@ -257,7 +257,9 @@ def test_an_outcome_at_the_wrong_position_is_an_internal_error() -> None:
     outcomes = report.requests
     # the outcomes of the same requests, the first two swapped
     swapped = [outcomes[1], outcomes[0], *outcomes[2:]]
-    with pytest.raises(simclock.InternalError, match="position 0 is 'syn:1''s, not 'syn:0''s"):
+    with pytest.raises(
+        simclock.InternalError, match="outcome at position 0 is that of request 'syn:1'"
+    ):
         finalize(
             replay.journal,
             workload=workload,
