@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable
+from itertools import islice
 from operator import add, attrgetter, sub
 
 import numpy as np
@@ -307,14 +308,10 @@ class EngineCore:
         """Cached blocks for the first ``limit`` blocks of ``s`` (stops at the first miss)."""
         if not self.caching:
             return []
-        keys = s.keys
         self._extend_keys(s, limit)
-        cached: list[int | None] = list(
-            map(self.kv.cache.get, keys[:limit] if limit < len(keys) else keys)
-        )
-        if None in cached:
-            del cached[cached.index(None) :]
-        return cached  # type: ignore[return-value]
+        # walks to the first miss only: most of a prompt's blocks are usually new, and each
+        # probe of a large cache is a memory access
+        return self.kv.lookup(islice(s.keys, limit))
 
     def _cache_full(self, s: Seq, positions: int) -> None:
         """Key and register every block of ``s`` that ``positions`` scheduled makes full."""
