@@ -9,7 +9,6 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable
-from itertools import islice
 from operator import add, attrgetter, sub
 
 import numpy as np
@@ -302,10 +301,11 @@ class EngineCore:
         """Cached blocks for the first ``limit`` blocks of ``s`` (stops at the first miss)."""
         if not self.caching:
             return []
+        keys = s.keys
         self._extend_keys(s, limit)
-        # walks to the first miss only: most of a prompt's blocks are usually new, and each
-        # probe of a large cache is a memory access
-        return self.kv.lookup(islice(s.keys, limit))
+        # probes up to about the first miss: often most of a prompt's blocks are new, and
+        # each probe of a large cache is a memory access
+        return self.kv.lookup_prefix(keys, min(limit, len(keys)))
 
     def _cache_full(self, s: Seq, positions: int) -> None:
         """Key and register every block of ``s`` that ``positions`` scheduled makes full."""

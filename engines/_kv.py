@@ -118,6 +118,30 @@ class KVCache:
             out.append(block)
         return out
 
+    def lookup_prefix(self, keys: list[int], limit: int) -> list[int]:
+        """:meth:`lookup` of ``keys[:limit]``, probing the cache in growing slices.
+
+        The same blocks as :meth:`lookup`; the cache is probed a slice of keys at a time
+        (16, then twice as many each time) and the walk stops after the slice holding the
+        first miss, so a short hit costs a few probes beyond it and a long one runs at the
+        speed of a bulk ``map``.
+        """
+        get = self.cache.get
+        out: list[int] = []
+        start = 0
+        size = 16
+        while start < limit:
+            stop = min(limit, start + size)
+            part = list(map(get, keys[start:stop]))
+            if None in part:
+                del part[part.index(None) :]
+                out += part  # type: ignore[arg-type]
+                break
+            out += part  # type: ignore[arg-type]
+            start = stop
+            size *= 2
+        return out
+
     def can_allocate(self, hits: list[int], need: int, reserve: int = 0) -> bool:
         """Whether :meth:`allocate` would succeed (no side effects)."""
         evictable = list(map(self.ref.__getitem__, hits)).count(0)
