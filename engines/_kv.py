@@ -35,7 +35,9 @@ class KVCache:
     :meth:`block_keys` give every block.
 
     Key transitions (a key gaining its first cached copy, or losing its last) are appended to
-    ``transitions`` as ``(stored, key)`` pairs for the owner to publish; the owner clears it.
+    ``pending_kinds`` (``True`` = stored) and ``pending_keys``, side by side, for the owner to
+    publish; the owner clears them (:meth:`clear_transitions`). ``transitions`` reads them as
+    ``(stored, key)`` pairs.
 
     Attributes:
         num_blocks: usable blocks.
@@ -47,7 +49,8 @@ class KVCache:
         cache: key -> its earliest-registered cached copy (the one lookups hit).
         twins: key -> its other cached copies, in registration order (rare: a block computed
             again while a copy is still cached).
-        transitions: key transitions not yet published.
+        pending_kinds: per key transition not yet published, whether the key was stored.
+        pending_keys: per key transition not yet published, its key.
     """
 
     __slots__ = (
@@ -60,9 +63,10 @@ class KVCache:
         "free_count",
         "key",
         "num_blocks",
+        "pending_keys",
+        "pending_kinds",
         "ref",
         "touched",
-        "transitions",
         "twins",
     )
 
@@ -81,9 +85,20 @@ class KVCache:
         self.free_count = num_blocks
         self.cache: dict[int, int] = {}
         self.twins: dict[int, list[int]] = {}
-        self.transitions: list[tuple[bool, int]] = []
+        self.pending_kinds: list[bool] = []
+        self.pending_keys: list[int] = []
 
     # -- queries ---------------------------------------------------------------------------
+
+    @property
+    def transitions(self) -> list[tuple[bool, int]]:
+        """The key transitions not yet published, as ``(stored, key)`` pairs, oldest first."""
+        return list(zip(self.pending_kinds, self.pending_keys, strict=True))
+
+    def clear_transitions(self) -> None:
+        """Forget the pending key transitions (they were published)."""
+        self.pending_kinds.clear()
+        self.pending_keys.clear()
 
     def free_blocks(self) -> list[int]:
         """The free queue, head (next to be taken) first."""
@@ -291,7 +306,8 @@ class KVCache:
         twins = self.twins.get(k)
         if twins is None:
             del self.cache[k]
-            self.transitions.append((False, k))
+            self.pending_kinds.append(False)
+            self.pending_keys.append(k)
         else:
             if self.cache[k] == b:
                 self.cache[k] = twins.pop(0)
@@ -307,7 +323,8 @@ class KVCache:
         cache = self.cache
         if key not in cache:
             cache[key] = block
-            self.transitions.append((True, key))
+            self.pending_kinds.append(True)
+            self.pending_keys.append(key)
         else:
             self.twins.setdefault(key, []).append(block)
 
@@ -324,7 +341,8 @@ class KVCache:
             for b, k in zip(blocks, keys, strict=True):
                 key[b] = k
             cache.update(zip(keys, blocks, strict=True))
-            self.transitions.extend(zip(repeat(True), keys))
+            self.pending_kinds.extend(repeat(True, len(keys)))
+            self.pending_keys.extend(keys)
             return
         register = self.register
         for b, k in zip(blocks, keys, strict=True):
