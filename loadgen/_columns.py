@@ -14,14 +14,18 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Sequence
 from itertools import repeat
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
+import numpy as np
+import numpy.typing as npt
 
 from ._blank import blank
 from ._request import ArrivalRule, Dep, Identity, Lineage
 
-__all__ = ("after_completion", "after_completions", "identities", "roots")
+__all__ = ("after_completion", "after_completions", "gather", "identities", "placed", "roots")
+
+_T = TypeVar("_T")
 
 _BLANK_RULE = blank(ArrivalRule)
 _BLANK_DEP = blank(Dep)
@@ -152,3 +156,31 @@ def identities(
         identity.__class__ = cls
         append(identity)
     return out
+
+
+def gather(values: Sequence[_T], index: npt.NDArray[np.int64]) -> list[_T]:
+    """``[values[i] for i in index]``, in a C loop."""
+    return list(map(values.__getitem__, index.tolist()))
+
+
+def placed(count: int, *parts: tuple[npt.NDArray[np.int64], Sequence[_T]]) -> list[_T]:
+    """A list of ``count`` cells: each part's values at its rows, in a C loop.
+
+    Args:
+        count: the number of rows.
+        parts: ``(rows, values)`` pairs of equal lengths; together they give every row
+            exactly once.
+
+    Raises:
+        ValueError: the parts do not give every row exactly once.
+    """
+    pool: list[_T] = []
+    where = np.full(count, -1, dtype=np.int64)
+    for rows, values in parts:
+        if len(rows) != len(values):
+            raise ValueError("placed: rows and values of different lengths")
+        where[rows] = np.arange(len(pool), len(pool) + len(values), dtype=np.int64)
+        pool.extend(values)
+    if len(pool) != count or (count and int(where.min()) < 0):
+        raise ValueError("placed: the parts do not give every row exactly once")
+    return gather(pool, where)

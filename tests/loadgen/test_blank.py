@@ -11,7 +11,14 @@ import pytest
 
 from loadgen import ArrivalRule, Dep, Identity, Lineage, Request, _columns, _request
 from loadgen._blank import blank
-from loadgen._columns import after_completion, after_completions, identities, roots
+from loadgen._columns import (
+    after_completion,
+    after_completions,
+    gather,
+    identities,
+    placed,
+    roots,
+)
 from loadgen._request import requests_from_columns
 
 
@@ -102,3 +109,16 @@ def test_the_builders_refuse_columns_of_different_lengths() -> None:
         identities(["c"], [0], ["p", "q"])
     with pytest.raises(ValueError):
         requests_from_columns(["r"], [1, 2], [0], 4, [], [], [])
+
+
+def test_placed_puts_each_part_at_its_rows_and_refuses_gaps() -> None:
+    rows = np.array([2, 0], dtype=np.int64)
+    assert placed(3, (rows, ["c", "a"]), (np.array([1], dtype=np.int64), ["b"])) == ["a", "b", "c"]
+    assert placed(0) == []
+    assert gather(["x", "y"], np.array([1, 1, 0], dtype=np.int64)) == ["y", "y", "x"]
+    with pytest.raises(ValueError, match="exactly once"):
+        placed(3, (rows, ["c", "a"]))
+    with pytest.raises(ValueError, match="exactly once"):
+        placed(2, (rows[1:], ["c"]), (rows[1:], ["d"]))  # row 0 twice, row 1 never
+    with pytest.raises(ValueError, match="different lengths"):
+        placed(2, (rows, ["c"]))
