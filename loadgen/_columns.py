@@ -45,8 +45,7 @@ def after_completion(request_ids: Sequence[str], delays_ms: Sequence[float]) -> 
             ArrivalRule(None, (Dep(r, "completion", d),))
             for r, d in zip(request_ids, delays_ms, strict=True)
         ]
-    new, made_rule, made_dep, rule_cls, dep_cls = (
-        object.__new__,
+    made_rule, made_dep, rule_cls, dep_cls = (
         _BLANK_RULE,
         _BLANK_DEP,
         ArrivalRule,
@@ -55,12 +54,12 @@ def after_completion(request_ids: Sequence[str], delays_ms: Sequence[float]) -> 
     out: list[ArrivalRule] = []
     append = out.append
     for rid, delay in zip(request_ids, delays_ms, strict=True):
-        dep: Any = new(made_dep)
+        dep: Any = made_dep()
         dep.request_id = rid
         dep.on = "completion"
         dep.delay_ms = delay
         dep.__class__ = dep_cls
-        rule: Any = new(made_rule)
+        rule: Any = made_rule()
         rule.not_before_ms = None
         rule.after = (dep,)
         rule.__class__ = rule_cls
@@ -80,8 +79,7 @@ def after_completions(
             ArrivalRule(None, tuple(Dep(r, "completion", d) for r in rids))
             for rids, d in zip(request_ids, delays_ms, strict=True)
         ]
-    new, made_rule, made_dep, rule_cls, dep_cls = (
-        object.__new__,
+    made_rule, made_dep, rule_cls, dep_cls = (
         _BLANK_RULE,
         _BLANK_DEP,
         ArrivalRule,
@@ -92,13 +90,13 @@ def after_completions(
     for rids, delay in zip(request_ids, delays_ms, strict=True):
         deps: list[Dep] = []
         for rid in rids:
-            dep: Any = new(made_dep)
+            dep: Any = made_dep()
             dep.request_id = rid
             dep.on = "completion"
             dep.delay_ms = delay
             dep.__class__ = dep_cls
             deps.append(dep)
-        rule: Any = new(made_rule)
+        rule: Any = made_rule()
         rule.not_before_ms = None
         rule.after = tuple(deps)
         rule.__class__ = rule_cls
@@ -142,11 +140,11 @@ def identities(
     )
     if _BLANK_IDENTITY is None:  # pragma: no cover - CPython allows it
         return [Identity(c, t, p, None, "measure", g) for c, t, p, g in columns]
-    new, made, cls = object.__new__, _BLANK_IDENTITY, Identity
+    made, cls = _BLANK_IDENTITY, Identity
     out: list[Identity] = []
     append = out.append
     for conversation, turn, play, lineage in columns:
-        identity: Any = new(made)
+        identity: Any = made()
         identity.conversation_id = conversation
         identity.turn_index = turn
         identity.play_id = play

@@ -154,11 +154,11 @@ def requests_from_columns(
             Request(rid, prompt, output, block_size, content, arrival, identity)
             for rid, prompt, output, content, arrival, identity in columns
         )
-    new, made, cls = object.__new__, _BLANK, Request
+    made, cls = _BLANK, Request
     out: list[Request] = []
     append = out.append
     for rid, prompt, output, content, arrival, identity in columns:
-        request: Any = new(made)
+        request: Any = made()
         request.id = rid
         request.input_length = prompt
         request.output_length = output
