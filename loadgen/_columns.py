@@ -4,7 +4,8 @@ A column-wise reader makes an :class:`ArrivalRule`, a :class:`Dep` and an
 :class:`Identity` for most rows; their generated ``__init__`` sets each field through
 ``object.__setattr__``, which costs more than everything else the reader does per row.
 These builders make each value as a blank filled with plain stores
-(:mod:`loadgen._blank`), as :func:`requests_from_columns` does for requests. Every value
+(:mod:`loadgen._blank`), as :func:`requests_from_columns` does for requests (root rules,
+with two fields, are cheaper set through their slot descriptors in C loops). Every value
 passed must already be what the constructor would store (no converters or validators run;
 none of these classes has any); a test compares each builder with the constructor.
 """
