@@ -30,7 +30,8 @@ reading is timed; or the files of a ``--data`` folder laid out as ``mooncake/``,
 - ``weka``: the WEKA Claude Code archive (63 M content ids), no reference; its rounds
   are ``--weka-repeat`` (a read takes seconds), after the same untimed warm-up round
   (the first read of a process grows its heap, and would be charged to whichever
-  reader comes first).
+  reader comes first); ``--weka-repeat 0`` leaves it out (as ``--repeat 0`` does the
+  others).
 
 Usage::
 
@@ -234,10 +235,18 @@ def _plain(compressed: Path, folder: Path) -> Path:
     return out
 
 
+def _rounds(text: str) -> int:
+    """A number of timed rounds: 0 leaves the cases it counts for out."""
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeat", type=int, default=7)
-    parser.add_argument("--weka-repeat", type=int, default=4)
+    parser.add_argument("--repeat", type=_rounds, default=7)
+    parser.add_argument("--weka-repeat", type=_rounds, default=4)
     parser.add_argument("--data", type=Path, default=None)
     parser.add_argument("--baseline", type=Path, default=None)
     parser.add_argument("--only", action="append", default=None)
@@ -256,7 +265,17 @@ def _run(args: argparse.Namespace, base: ModuleType | None, folder: Path) -> int
         mooncake = args.data / "mooncake" / "conversation_trace.jsonl"
         azure = args.data / "azure_llm_2023" / "AzureLLMInferenceTrace_conv.csv"
         weka = args.data / "weka_cc" / "weka_cc_traces_v8_shared.tar.xz"
-    sessions = _sessions_file(mooncake, folder)
+    wanted = {"mooncake-sessions", "delta-sessions", "agentic", "burstgpt"}
+    if args.only:
+        wanted &= set(args.only)
+
+    def generated(names: set[str], make: Callable[[], Path]) -> Path:
+        """A generated input, written only when a case that reads it is run."""
+        return make() if names & wanted else folder / "unused"
+
+    sessions = generated(
+        {"mooncake-sessions", "delta-sessions"}, lambda: _sessions_file(mooncake, folder)
+    )
     cases: list[tuple[str, Path, Reader, Reader | None, Reader | None]] = [
         (
             "mooncake",
@@ -288,7 +307,7 @@ def _run(args: argparse.Namespace, base: ModuleType | None, folder: Path) -> int
         ),
         (
             "agentic",
-            _agentic_file(mooncake, folder),
+            generated({"agentic"}, lambda: _agentic_file(mooncake, folder)),
             loadgen.read_agentic,
             None,
             base.read_agentic if base else None,
@@ -302,7 +321,7 @@ def _run(args: argparse.Namespace, base: ModuleType | None, folder: Path) -> int
         ),
         (
             "burstgpt",
-            _burstgpt_file(azure, folder),
+            generated({"burstgpt"}, lambda: _burstgpt_file(azure, folder)),
             loadgen.read_burstgpt,
             reference_csv("burstgpt"),
             base.read_burstgpt if base else None,
@@ -318,13 +337,15 @@ def _run(args: argparse.Namespace, base: ModuleType | None, folder: Path) -> int
     for name, path, new, ref, old in cases:
         if args.only and name not in args.only:
             continue
+        repeat = args.weka_repeat if name == "weka" else args.repeat
+        if repeat == 0:  # no timed round: the case is left out (not even warmed up)
+            continue
         moon = None if name in ("mooncake", "weka") else loadgen.read_mooncake
         readers = {"new": new, "ref": ref, "base": old, "moon": moon}
         times: dict[str, list[float]] = {k: [] for k, r in readers.items() if r is not None}
         prints: dict[str, Any] = {}
         counts = (0, 0)  # rows and content ids of the new reading
         moon_ids = 0
-        repeat = args.weka_repeat if name == "weka" else args.repeat
         for round_ in range(repeat + 1):
             # Interleaved, the order reversed every other round: a read can leave the heap
             # larger or smaller for the next one (WEKA reads allocate gigabytes).

@@ -21,9 +21,7 @@ from ._exceptions import PassTimingError
 from ._journal import EventKind, Journal, LifecycleEvent, RequestTrace
 from ._keys import (
     BlockKeyer,
-    blocks_per_id,
     output_key,
-    prompt_contents,
 )
 from ._kv import KVCache
 from ._pass import PassShape, TimingModel
@@ -261,17 +259,13 @@ class EngineCore:
         if known:
             s.keys = list(known)
         elif self.caching:
-            per_id = blocks_per_id(request.block_size, self.block_size)
             # a donor's keys save walking the shared prefix (block by block, or a content
             # id at a time with several blocks per id)
             s.keys = self.keyer.shared_prefix(request, self.block_size)
             # Every full prompt block is keyed now, when the request is placed: keys are
             # numbered in placement order, the same however the engines' passes are
             # stepped (REFERENCE-engine §4.2).
-            contents = prompt_contents(
-                request.hash_ids.tolist(), request.block_size, request.input_length, self.block_size
-            )
-            self.keyer.extend(s.keys, contents, len(contents), per_id)
+            self.keyer.extend_prompt(s.keys, request, self.block_size)
         return s
 
     def enqueue(self, s: Seq) -> None:
@@ -309,12 +303,9 @@ class EngineCore:
             return []
         keys = s.keys
         self._extend_keys(s, limit)
-        cached: list[int | None] = list(
-            map(self.kv.cache.get, keys[:limit] if limit < len(keys) else keys)
-        )
-        if None in cached:
-            del cached[cached.index(None) :]
-        return cached  # type: ignore[return-value]
+        # probes up to about the first miss: often most of a prompt's blocks are new, and
+        # each probe of a large cache is a memory access
+        return self.kv.lookup_prefix(keys, min(limit, len(keys)))
 
     def _cache_full(self, s: Seq, positions: int) -> None:
         """Key and register every block of ``s`` that ``positions`` scheduled makes full."""

@@ -225,7 +225,7 @@ class Engine:
         self._sync()
         core = self._core
         yield core.kv.key
-        yield [key for _, key in core.kv.transitions]
+        yield core.kv.pending_keys
         for s in core.seqs.values():
             yield s.keys
 
@@ -652,7 +652,7 @@ class Engine:
             raise EngineError(f"engine {self.index} is already running")
         self._started = True
         core = self._core
-        transitions = core.kv.transitions
+        transitions = core.kv.pending_keys  # cleared in place, never replaced
         index = self.index
         waiter = f"engine[{index}]"
         instant_end = simclock.instant_end
@@ -738,15 +738,15 @@ class Engine:
         (:meth:`EngineView.prefix_overlap` reads it so), so with nobody subscribed,
         publishing is forgetting the pending list.
         """
-        transitions = self._core.kv.transitions
-        if not transitions:
+        kv = self._core.kv
+        if not kv.pending_keys:
             return
         if not self._kv_subscribers:
-            transitions.clear()
+            kv.clear_transitions()
             return
         # published before anyone is told, so a subscriber reading a view sees all of it
-        pending = transitions[:]
-        transitions.clear()
+        pending = kv.transitions
+        kv.clear_transitions()
         run_kind: bool | None = None
         run: list[int] = []
         for stored, key in pending:
@@ -760,13 +760,13 @@ class Engine:
 
     def _published_keys(self) -> Callable[[int], bool]:
         """Return a test of whether a key was cached as of the last publication."""
-        cache = self._core.kv.cache
-        pending = self._core.kv.transitions
-        if not pending:
+        kv = self._core.kv
+        cache = kv.cache
+        if not kv.pending_keys:
             return cache.__contains__
         # a key's state before its first pending transition is its published state
         before: dict[int, bool] = {}
-        for stored, key in pending:
+        for stored, key in zip(kv.pending_kinds, kv.pending_keys, strict=True):
             before.setdefault(key, not stored)
 
         def published(key: int) -> bool:

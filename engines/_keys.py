@@ -373,6 +373,122 @@ class BlockKeyer:
                 return
         self._insert(table, keys, contents, j, stop)
 
+    def extend_prompt(self, keys: list[int], request: Request, block_size: int) -> None:
+        """:meth:`extend` ``keys`` to the keys of every full prompt block of ``request``.
+
+        Args:
+            keys: the keys of its leading blocks (a shared prefix), extended in place.
+            request: the request.
+            block_size: the engine block size ``E``.
+        """
+        t = request.block_size
+        per_id = blocks_per_id(t, block_size)
+        if per_id > 1:  # E divides T: every block holds one bare id
+            full = request.input_length // block_size
+            ids = request.hash_ids[: -(-full // per_id)].tolist()
+            self.extend_ids(keys, ids, min(full, len(ids) * per_id), per_id)
+            return
+        contents = prompt_contents(request.hash_ids.tolist(), t, request.input_length, block_size)
+        self.extend(keys, contents, len(contents), per_id)
+
+    def extend_ids(self, keys: list[int], ids: Sequence[int], stop: int, per_id: int) -> None:
+        """:meth:`extend` for blocks holding bare content ids, ``per_id`` blocks each.
+
+        Block ``j`` holds ``ids[j // per_id]`` (``E`` divides ``T``). Interns and appends
+        exactly what ``extend(keys, contents, stop, per_id)`` does with the contents spelled
+        out block by block (the same keys, table, spans and numbers), walking the content
+        ids instead of a list of every block's content.
+
+        Args:
+            keys: the keys of blocks ``0 .. len(keys) - 1``, extended in place.
+            ids: the content ids, at least ``ceil(stop / per_id)`` of them.
+            stop: the number of keys ``keys`` holds afterwards.
+            per_id: engine blocks per content id (``T / E``, at least 2).
+        """
+        table = self._keys
+        spans = self._spans.setdefault(per_id, {})
+        parent = keys[-1] if keys else ROOT_KEY
+        append = keys.append
+        j = len(keys)
+        # the blocks interned before (known's walk)
+        while j < stop:
+            m, offset = divmod(j, per_id)
+            content = ids[m]
+            low = content & _MASK64
+            if not offset:
+                span = spans.get((parent << 64) | low)
+                if span is not None:
+                    take = min(per_id, stop - j)
+                    if type(span) is int:
+                        keys.extend(range(span, span + take))
+                    else:
+                        keys.extend(span[:take])  # type: ignore[index]
+                    parent = keys[-1]
+                    j += take
+                    continue
+            key = table.get((parent << 64) | low)
+            if key is None:
+                key = self._inner(parent, content)
+                if key is None:
+                    break
+            append(key)
+            parent = key
+            j += 1
+            if not j % per_id:
+                # a content id's blocks walked: remember them as one step
+                first = j - per_id
+                span_keys = keys[first:j]
+                before = keys[first - 1] if first else ROOT_KEY
+                k0 = span_keys[0]
+                consecutive = span_keys == list(range(k0, k0 + per_id))
+                spans[(before << 64) | low] = k0 if consecutive else tuple(span_keys)
+        if j >= stop:
+            return
+        if len(table) + self._span_inner >= self._look_at and self.forget and self._holders:
+            self._forget_unheld(keys)
+            table = self._keys
+            spans = self._spans.setdefault(per_id, {})
+        # every key from here on is new (see extend)
+        first = self._last + 1
+        self._last += stop - j
+        keys.extend(range(first, first + stop - j))
+        a0 = -(-j // per_id) * per_id  # the first whole content id's first block
+        lo = stop // per_id * per_id  # the block after the last whole content id
+        if a0 >= lo:  # no whole content id: the end of one, and the start of the next
+            if a0 > j:
+                self._insert_id(table, keys, ids[j // per_id], j, min(a0, stop))
+            if a0 < stop:
+                self._insert_id(table, keys, ids[a0 // per_id], a0, stop)
+            return
+        if a0 > j:
+            self._insert_id(table, keys, ids[j // per_id], j, a0)
+        heads = ids[a0 // per_id : lo // per_id]
+        start = first + a0 - j
+        starts = range(start, start + len(heads) * per_id, per_id)
+        befores = [keys[a0 - 1] if a0 else ROOT_KEY, *range(start + per_id - 1, starts[-1], per_id)]
+        pairs = list(map(or_, map(lshift, befores, repeat(64)), map(and_, heads, repeat(_MASK64))))
+        table.update(zip(pairs, starts, strict=True))
+        spans.update(zip(pairs, starts, strict=True))
+        self._span_starts.extend(starts)
+        self._span_ids.extend(zip(repeat(per_id), heads))
+        self._span_inner += len(starts) * (per_id - 1)
+        if lo < stop:
+            self._insert_id(table, keys, ids[lo // per_id], lo, stop)
+
+    @staticmethod
+    def _insert_id(
+        table: dict[int | tuple[int, Content], int],
+        keys: list[int],
+        content: int,
+        lo: int,
+        hi: int,
+    ) -> None:
+        """Put the pairs of blocks ``lo .. hi - 1`` (keys given), all holding the bare
+        id ``content``, in the table."""
+        low = content & _MASK64
+        parents = keys[lo - 1 : hi - 1] if lo else [ROOT_KEY, *keys[: hi - 1]]
+        table.update(zip([(p << 64) | low for p in parents], keys[lo:hi], strict=True))
+
     @staticmethod
     def _insert(
         table: dict[int | tuple[int, Content], int],
@@ -622,11 +738,8 @@ class BlockKeyer:
         memo = self._memo.get((request.id, block_size))
         if memo is not None and memo[0] is request:
             return memo[1]
-        contents = prompt_contents(
-            request.hash_ids.tolist(), request.block_size, request.input_length, block_size
-        )
         keys = self.shared_prefix(request, block_size)
-        self.extend(keys, contents, len(contents), blocks_per_id(request.block_size, block_size))
+        self.extend_prompt(keys, request, block_size)
         self.remember(request, block_size, keys)
         result = tuple(keys)
         kept = self._memo

@@ -29,23 +29,28 @@ class KVCache:
     Blocks are taken in index order the first time, so the blocks never touched are always
     ``touched .. num_blocks - 1``, all free and unkeyed, at the head of the free queue, before
     every released block: they cost nothing until they are taken (a pool of millions of blocks
-    is built at once). The per-block lists ``ref`` and ``key`` cover the touched blocks only;
-    :meth:`ref_counts` and :meth:`block_keys` give every block.
+    is built at once). The per-block lists ``ref`` and ``key`` cover the touched blocks and
+    grow geometrically past them (the blocks beyond hold 0 and no key, as untouched blocks
+    do), so taking fresh blocks writes their counts only; :meth:`ref_counts` and
+    :meth:`block_keys` give every block.
 
     Key transitions (a key gaining its first cached copy, or losing its last) are appended to
-    ``transitions`` as ``(stored, key)`` pairs for the owner to publish; the owner clears it.
+    ``pending_kinds`` (``True`` = stored) and ``pending_keys``, side by side, for the owner to
+    publish; the owner clears them (:meth:`clear_transitions`). ``transitions`` reads them as
+    ``(stored, key)`` pairs.
 
     Attributes:
         num_blocks: usable blocks.
         block_size: token slots per block.
         touched: blocks ever taken (``0 .. touched - 1``).
-        ref: reference count per touched block.
-        key: key per touched block (``0`` = none).
+        ref: reference count per block, for the touched blocks at least.
+        key: key per block (``0`` = none), for the touched blocks at least.
         free_count: blocks in the free queue.
         cache: key -> its earliest-registered cached copy (the one lookups hit).
         twins: key -> its other cached copies, in registration order (rare: a block computed
             again while a copy is still cached).
-        transitions: key transitions not yet published.
+        pending_kinds: per key transition not yet published, whether the key was stored.
+        pending_keys: per key transition not yet published, its key.
     """
 
     __slots__ = (
@@ -58,9 +63,10 @@ class KVCache:
         "free_count",
         "key",
         "num_blocks",
+        "pending_keys",
+        "pending_kinds",
         "ref",
         "touched",
-        "transitions",
         "twins",
     )
 
@@ -79,9 +85,20 @@ class KVCache:
         self.free_count = num_blocks
         self.cache: dict[int, int] = {}
         self.twins: dict[int, list[int]] = {}
-        self.transitions: list[tuple[bool, int]] = []
+        self.pending_kinds: list[bool] = []
+        self.pending_keys: list[int] = []
 
     # -- queries ---------------------------------------------------------------------------
+
+    @property
+    def transitions(self) -> list[tuple[bool, int]]:
+        """The key transitions not yet published, as ``(stored, key)`` pairs, oldest first."""
+        return list(zip(self.pending_kinds, self.pending_keys, strict=True))
+
+    def clear_transitions(self) -> None:
+        """Forget the pending key transitions (they were published)."""
+        self.pending_kinds.clear()
+        self.pending_keys.clear()
 
     def free_blocks(self) -> list[int]:
         """The free queue, head (next to be taken) first."""
@@ -95,11 +112,11 @@ class KVCache:
 
     def ref_counts(self) -> list[int]:
         """The reference count of every block."""
-        return self.ref + [0] * (self.num_blocks - self.touched)
+        return self.ref[: self.touched] + [0] * (self.num_blocks - self.touched)
 
     def block_keys(self) -> list[int]:
         """The key of every block (``0`` = none)."""
-        return self.key + [NO_KEY] * (self.num_blocks - self.touched)
+        return self.key[: self.touched] + [NO_KEY] * (self.num_blocks - self.touched)
 
     def lookup(self, keys: Iterable[int]) -> list[int]:
         """Return the blocks caching the longest cached prefix of ``keys``.
@@ -114,6 +131,30 @@ class KVCache:
             if block is None:
                 break
             out.append(block)
+        return out
+
+    def lookup_prefix(self, keys: list[int], limit: int) -> list[int]:
+        """:meth:`lookup` of ``keys[:limit]``, probing the cache in growing slices.
+
+        The same blocks as :meth:`lookup`; the cache is probed a slice of keys at a time
+        (16, then twice as many each time) and the walk stops after the slice holding the
+        first miss, so a short hit costs a few probes beyond it and a long one runs at the
+        speed of a bulk ``map``.
+        """
+        get = self.cache.get
+        out: list[int] = []
+        start = 0
+        size = 16
+        while start < limit:
+            stop = min(limit, start + size)
+            part = list(map(get, keys[start:stop]))
+            if None in part:
+                del part[part.index(None) :]
+                out += part  # type: ignore[arg-type]
+                break
+            out += part  # type: ignore[arg-type]
+            start = stop
+            size *= 2
         return out
 
     def can_allocate(self, hits: list[int], need: int, reserve: int = 0) -> bool:
@@ -187,10 +228,9 @@ class KVCache:
             return False
         b = self.touched
         if b < self.num_blocks:
-            self.ref.append(1)
-            self.key.append(NO_KEY)
-            self._next.append(-1)
-            self._prev.append(-1)
+            if b == len(self.ref):
+                self._grow(b + 1)
+            self.ref[b] = 1
             self.touched = b + 1
             blocks.append(b)
             self.free_count -= 1
@@ -226,10 +266,9 @@ class KVCache:
         fresh = min(need, self.num_blocks - first)
         if fresh:
             stop = first + fresh
-            self.ref.extend([1] * fresh)
-            self.key.extend([NO_KEY] * fresh)
-            self._next.extend([-1] * fresh)
-            self._prev.extend([-1] * fresh)
+            if stop > len(self.ref):
+                self._grow(stop)
+            self.ref[first:stop] = [1] * fresh
             blocks.extend(range(first, stop))
             self.touched = stop
         rest = need - fresh
@@ -252,12 +291,23 @@ class KVCache:
                 self._prev[b] = -1
         self.free_count -= need
 
+    def _grow(self, stop: int) -> None:
+        """Cover blocks ``.. stop - 1`` in the per-block lists, and as many again (at most
+        every block): untouched blocks hold count 0, no key and no links."""
+        size = len(self.ref)
+        more = min(self.num_blocks, max(stop, 2 * size, 1024)) - size
+        self.ref.extend([0] * more)
+        self.key.extend([NO_KEY] * more)
+        self._next.extend([-1] * more)
+        self._prev.extend([-1] * more)
+
     def _evict(self, b: int) -> None:
         k = self.key[b]
         twins = self.twins.get(k)
         if twins is None:
             del self.cache[k]
-            self.transitions.append((False, k))
+            self.pending_kinds.append(False)
+            self.pending_keys.append(k)
         else:
             if self.cache[k] == b:
                 self.cache[k] = twins.pop(0)
@@ -273,7 +323,8 @@ class KVCache:
         cache = self.cache
         if key not in cache:
             cache[key] = block
-            self.transitions.append((True, key))
+            self.pending_kinds.append(True)
+            self.pending_keys.append(key)
         else:
             self.twins.setdefault(key, []).append(block)
 
@@ -290,7 +341,8 @@ class KVCache:
             for b, k in zip(blocks, keys, strict=True):
                 key[b] = k
             cache.update(zip(keys, blocks, strict=True))
-            self.transitions.extend(zip(repeat(True), keys))
+            self.pending_kinds.extend(repeat(True, len(keys)))
+            self.pending_keys.extend(keys)
             return
         register = self.register
         for b, k in zip(blocks, keys, strict=True):
@@ -346,8 +398,14 @@ class KVCache:
         """
         n = self.num_blocks
         t = self.touched
-        if not (len(self.ref) == len(self.key) == len(self._next) == len(self._prev) == t):
+        size = len(self.ref)
+        if not (len(self.key) == len(self._next) == len(self._prev) == size >= t):
             raise InternalError("per-block lists do not cover the touched blocks")
+        beyond = range(t, size)
+        if any(self.ref[b] or self.key[b] != NO_KEY or self._next[b] != -1 for b in beyond) or any(
+            self._prev[b] != -1 for b in beyond
+        ):
+            raise InternalError("a block never taken has a count, a key or links")
         queued = self.free_blocks()
         if len(queued) != self.free_count or len(set(queued)) != len(queued):
             raise InternalError("free queue length or membership is inconsistent")

@@ -240,21 +240,28 @@ class MacroRun:
             passes = min(passes, allocs[free])
         if passes < MIN_RUN_PASSES:
             return None
-        run = DecodeRun(
-            passes,
-            np.array(c0, dtype=np.int64),
-            np.array(prompts, dtype=np.int64),
-            np.array(out0, dtype=np.int64),
-            np.array(remaining, dtype=np.int64),
-            core.role,
-            core._kv_capacity,
-        )
-        ms = decode_run_times_ms(core.timing, run)
+        steady = getattr(core.timing, "steady_decode_ms", None)
+        if steady is not None:
+            # the model prices every pass of such a run alike, whatever its batch (every
+            # entry here has sampled and computed its whole prompt)
+            first_ms = float(steady(core.role))
+            ms = None
+        else:
+            run = DecodeRun(
+                passes,
+                np.array(c0, dtype=np.int64),
+                np.array(prompts, dtype=np.int64),
+                np.array(out0, dtype=np.int64),
+                np.array(remaining, dtype=np.int64),
+                core.role,
+                core._kv_capacity,
+            )
+            ms = decode_run_times_ms(core.timing, run)
+            first_ms = float(ms[0])
         starts: Sequence[int]
         ends: Sequence[int]
         busy: Sequence[int]
-        first_ms = float(ms[0])
-        if 0.0 < first_ms < math.inf and bool((ms == first_ms).all()):
+        if 0.0 < first_ms < math.inf and (ms is None or bool((ms == first_ms).all())):
             # every pass takes the same time: the instants are arithmetic, held as ranges
             # (``round`` rounds half to even, as ``np.rint`` does below)
             step = round(first_ms * 1_000_000)
@@ -263,6 +270,8 @@ class MacroRun:
             starts = range(now_ns, now_ns + step * passes, step)
             ends = range(now_ns + step, now_ns + step * (passes + 1), step)
             busy = range(0, step * (passes + 1), step)
+        elif ms is None:  # a zero or invalid uniform duration: left to the per-pass engine
+            return None
         else:
             bad = ~((ms > 0.0) & (ms < math.inf))
             if bad.any():

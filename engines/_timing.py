@@ -23,7 +23,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._exceptions import EngineError
-from ._pass import DecodeRun, PassShape, per_pass_times_ms
+from ._pass import DecodeRun, PassShape, Role, per_pass_times_ms
 
 BoolArray = npt.NDArray[np.bool_]
 IntArray = npt.NDArray[np.int64]
@@ -251,6 +251,12 @@ class FixedTiming:
         has_decode = run.role != "prefill"
         value = float(self.prefill_ms) * False + float(self.decode_ms) * has_decode
         return np.full(run.passes, value, dtype=np.float64)
+
+    def steady_decode_ms(self, role: Role) -> float:
+        """The duration of every pass of a run of decode steps in which every entry sampled
+        before the run (what :meth:`decode_run_ms` gives each pass of such a run): for this
+        model it does not depend on the batch."""
+        return float(self.prefill_ms) * False + float(self.decode_ms) * (role != "prefill")
 
     def _small_pass_ms(
         self,

@@ -17,7 +17,7 @@ from typing import NamedTuple, cast
 import numpy as np
 import numpy.typing as npt
 
-from ._columns import after_completion, after_completions, identities, roots
+from ._columns import after_completion, after_completions, gather, identities, placed, roots
 from ._fields import collector_paused
 from ._intern import ContentInterner
 from ._limits import MAX_INSTANT_MS
@@ -111,7 +111,7 @@ def _read(data: bytes, src: str, block: int, ids: ContentInterner) -> Workload |
     play, play_roots = _plays(count, owners, targets, dep_counts, root_rows, root_stamps, lines)
     play_count = len(play_roots)
     play_names = [f"{src}:{request_names[row]}" for row in play_roots]
-    row_play = [play_names[p] for p in play.tolist()]
+    row_play = gather(play_names, play)
     full_ids = [f"{p}/{r}" for p, r in zip(row_play, request_names, strict=True)]
     talks = _conversations(play, session_names, row_play, owners, targets)
     people = identities(talks.names, talks.turns, row_play, talks.lineages)
@@ -235,10 +235,7 @@ def _conversations(
     of_play = [
         tuple(unique[c] for c in listed[bounds[p] : bounds[p + 1]]) for p in range(len(bounds) - 1)
     ]
-    rows = code.tolist()
-    return _Conversations(
-        [unique[c] for c in rows], turn.tolist(), [lineage[c] for c in rows], of_play
-    )
+    return _Conversations(gather(unique, code), turn.tolist(), gather(lineage, code), of_play)
 
 
 def _graph(column: list[object], row_of: dict[str, int]) -> tuple[Ids, Ids, Ids] | None:
@@ -362,16 +359,12 @@ def _rules(
 ) -> list[ArrivalRule]:
     """Each row's arrival rule: roots at their shifted timestamp, the others after the
     completion of every request they wait for plus their delay."""
-    rules: list[ArrivalRule] = [cast(ArrivalRule, None)] * count
-    for row, rule in zip(root_rows.tolist(), roots(root_shifted.tolist()), strict=True):
-        rules[row] = rule
+    parts = [(root_rows, roots(root_shifted.tolist()))]
     single = np.flatnonzero(dep_counts == 1)
     if single.size:
         edge = np.searchsorted(owners, single)
-        names = [full_ids[t] for t in targets[edge].tolist()]
-        built = after_completion(names, waits[single].tolist())
-        for row, rule in zip(single.tolist(), built, strict=True):
-            rules[row] = rule
+        names = gather(full_ids, targets[edge])
+        parts.append((single, after_completion(names, waits[single].tolist())))
     several = np.flatnonzero(dep_counts > 1)
     if several.size:
         edge = np.searchsorted(owners, several).tolist()
@@ -380,10 +373,8 @@ def _rules(
         groups = [
             [full_ids[t] for t in target_list[e : e + n]] for e, n in zip(edge, sizes, strict=True)
         ]
-        built = after_completions(groups, waits[several].tolist())
-        for row, rule in zip(several.tolist(), built, strict=True):
-            rules[row] = rule
-    return rules
+        parts.append((several, after_completions(groups, waits[several].tolist())))
+    return placed(count, *parts)
 
 
 def _content(

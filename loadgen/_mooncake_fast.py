@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from ._columns import after_completion, identities, roots
+from ._columns import after_completion, gather, identities, placed, roots
 from ._delta_fast import delta_content
 from ._fields import collector_paused
 from ._intern import ContentInterner
@@ -29,7 +29,6 @@ __all__ = ("read_mooncake_fast",)
 Ids = npt.NDArray[np.int64]
 
 _NO_IDENTITY = Identity()
-_ROOT = ArrivalRule()
 #: The key of an absent timestamp among the bits of present ones (which are finite).
 _ABSENT = int(np.array(np.nan).view(np.int64))
 
@@ -196,23 +195,15 @@ def _arrivals(
     origin = float(given.min()) if given.size else None
     if origin is not None and float(given.max()) - origin > MAX_INSTANT_MS:
         return None
-    rules: list[ArrivalRule] = [_ROOT] * count
     shared = _root_rules(stamps.values[root_rows], stamps.given[root_rows], origin)
-    for row, rule in zip(root_rows.tolist(), shared, strict=True):
-        rules[row] = rule
-    waited = [request_ids[row] for row in order[np.flatnonzero(later) - 1].tolist()]
+    waited = gather(request_ids, order[np.flatnonzero(later) - 1])
     built = after_completion(waited, think[later].tolist())
-    for row, rule in zip(order[later].tolist(), built, strict=True):
-        rules[row] = rule
-    people: list[Identity] = [_NO_IDENTITY] * count
-    conversation = {key: f"{src}/{key}" for key in codes if key is not None}
-    rows_named = order[named].tolist()
-    made = identities(
-        [conversation[sessions[row]] for row in rows_named],
-        turn[named].tolist(),
-    )
-    for row, identity in zip(rows_named, made, strict=True):
-        people[row] = identity
+    rules = placed(count, (root_rows, shared), (order[later], built))
+    # Each session's conversation id, by session code (None for rows without a session).
+    conversations = [None if key is None else f"{src}/{key}" for key in codes]
+    made = identities(gather(conversations, in_order[named]), turn[named].tolist())
+    alone = order[~named]
+    people = placed(count, (order[named], made), (alone, [_NO_IDENTITY] * alone.size))
     return rules, people, ignored
 
 
@@ -245,7 +236,7 @@ def _root_rules(
         for value, present in zip(values[first].tolist(), given[first].tolist(), strict=True)
     ]
     made = roots([v - origin if origin and v is not None else v for v in stamps])
-    return [made[at] for at in inverse.reshape(-1).tolist()]
+    return gather(made, inverse.reshape(-1))
 
 
 def _content(

@@ -97,6 +97,7 @@ from ._timeline import Timeline as Timeline
 from ._timeline import TimelineFilter as TimelineFilter
 from ._timeline import TimelineRecorder as TimelineRecorder
 from ._timeline import timeline_from_events as timeline_from_events
+from ._token_times_ms import TokenTimesMs as TokenTimesMs
 from ._topology import Aggregated as Aggregated
 from ._topology import Topology as Topology
 
@@ -163,6 +164,7 @@ __all__ = (
     "Timeline",
     "TimelineFilter",
     "TimelineRecorder",
+    "TokenTimesMs",
     "Topology",
     "TransferMode",
     "WorkloadValidationError",

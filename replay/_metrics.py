@@ -69,17 +69,28 @@ class Distribution:
             ValueError: a value is NaN or infinite.
         """
         sample = np.asarray(values if isinstance(values, np.ndarray) else list(values), np.float64)
+        return cls._of(sample, owned=False)
+
+    @classmethod
+    def _of(cls, sample: FloatArray, *, owned: bool) -> Distribution:
+        """:meth:`of` a float64 array; an ``owned`` one (a temporary nobody else reads) is
+        partitioned in place for its percentiles, after its mean and deviation are taken
+        (their sums follow the array's order), instead of being copied first."""
         if sample.size == 0:
             return cls(count=0)
         if not bool(np.isfinite(sample).all()):
             raise ValueError("Distribution.of: every value must be finite")
-        q = np.percentile(sample, PERCENTILES)
+        mean = float(sample.mean())
+        std = float(sample.std())
+        low = float(sample.min())
+        high = float(sample.max())
+        q = np.percentile(sample, PERCENTILES, overwrite_input=owned)
         return cls(
             count=int(sample.size),
-            mean=float(sample.mean()),
-            std=float(sample.std()),
-            min=float(sample.min()),
-            max=float(sample.max()),
+            mean=mean,
+            std=std,
+            min=low,
+            max=high,
             p50=float(q[0]),
             p75=float(q[1]),
             p90=float(q[2]),

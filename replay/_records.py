@@ -14,13 +14,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Literal, get_args
 
 import attrs
-import numpy as np
 
 import simclock
 from engines import RequestTrace, TokenTimes
 from loadgen import Request, RequestOutcome, lineage_to_json
 
 from ._metrics import SLO
+from ._token_times_ms import TokenTimesMs
 
 __all__ = (
     "TERMINAL_STATUSES",
@@ -135,7 +135,8 @@ class RequestRecord:
         meets_slo: whether it meets every configured SLO; None without an SLO or outside the
             metric population.
         admissions: every admission, first included.
-        token_times_ms: the time of every produced token.
+        token_times_ms: the time of every produced token (a :class:`TokenTimesMs` in a
+            record a run built: it reads as the tuple of floats, made when first read).
         conversation_id: its conversation, if any.
         turn_index: its position in the conversation.
         play_id: its agentic play, if any.
@@ -172,7 +173,7 @@ class RequestRecord:
     queueing_delay_ms: float | None
     meets_slo: bool | None
     admissions: tuple[AdmissionRecord, ...]
-    token_times_ms: tuple[float, ...]
+    token_times_ms: Sequence[float]
     conversation_id: str | None = None
     turn_index: int | None = None
     play_id: str | None = None
@@ -286,52 +287,21 @@ ToBuild = tuple[Request | None, RequestTrace | None, RequestOutcome | None]
 def build_records(items: Sequence[ToBuild], *, slo: SLO | None) -> list[Settled]:
     """:func:`build_record` of each ``(request, trace, outcome)`` of ``items``, in order.
 
-    The records are the same as built one by one; their token times are converted to
-    milliseconds in one numpy call for all of them.
+    The records are the same as built one by one; each holds its token times as the runs
+    of its trace, in milliseconds when read (:class:`TokenTimesMs`).
 
     Raises:
         simclock.InternalError: a trace is inconsistent.
     """
-    runs_of: list[list[tuple[int, int, int]]] = []
-    sizes: list[int] = []
-    for _, trace, _ in items:
-        if trace is None:
-            runs_of.append([])
-            sizes.append(0)
-            continue
-        held = trace.token_times_ns
-        if not isinstance(held, TokenTimes):  # a trace built by hand may hold a plain list
-            held = TokenTimes(held)
-        runs_of.append(held.runs())
-        sizes.append(len(held))
-    times_of = _times_ms(runs_of, sizes)
-    return [
-        _build(request, trace, slo=slo, outcome=outcome, runs=runs, times_ms=times_ms)
-        for (request, trace, outcome), runs, times_ms in zip(items, runs_of, times_of, strict=True)
-    ]
-
-
-def _times_ms(
-    runs_of: Sequence[Sequence[tuple[int, int, int]]], sizes: Sequence[int]
-) -> list[tuple[float, ...]]:
-    """Each record's token instants (``sizes[i]`` instants held as the runs ``runs_of[i]``,
-    integer ns) in milliseconds: ``t / 1e6`` in float64, as numpy divides an int64 array,
-    for every record in one call."""
-    flat = [run for runs in runs_of for run in runs]
-    if not flat:
-        return [()] * len(runs_of)
-    runs = np.array(flat, dtype=np.int64).reshape(-1, 3)
-    starts, steps, counts = runs[:, 0], runs[:, 1], runs[:, 2]
-    total = int(counts.sum())
-    offsets = np.arange(total, dtype=np.int64) - np.repeat(np.cumsum(counts) - counts, counts)
-    times = np.repeat(starts, counts) + np.repeat(steps, counts) * offsets
-    every: list[float] = (times / _NS_PER_MS).tolist()
-    out: list[tuple[float, ...]] = []
-    at = 0
-    for size in sizes:
-        end = at + size
-        out.append(tuple(every[at:end]))
-        at = end
+    out = []
+    for request, trace, outcome in items:
+        runs: list[tuple[int, int, int]] = []
+        if trace is not None:
+            held = trace.token_times_ns
+            if not isinstance(held, TokenTimes):  # a trace built by hand may hold a plain list
+                held = TokenTimes(held)
+            runs = held.runs()
+        out.append(_build(request, trace, slo=slo, outcome=outcome, runs=runs))
     return out
 
 
@@ -342,10 +312,9 @@ def _build(
     slo: SLO | None,
     outcome: RequestOutcome | None,
     runs: list[tuple[int, int, int]],
-    times_ms: tuple[float, ...],
 ) -> Settled:
     """The record of one request (see :func:`build_record`), its token instants given as
-    runs of integer ns and as milliseconds."""
+    runs of integer ns."""
     status = status_of(trace)
     if outcome is not None and outcome.status in DRIVER_STATUSES:
         status = outcome.status  # type: ignore[assignment]
@@ -367,6 +336,7 @@ def _build(
             )
         )
 
+    times_ms = TokenTimesMs(runs)
     n = len(times_ms)
     ttft = ttst = tpot = e2e = queueing = tokenization = routing = None
     meets: bool | None = None
@@ -419,8 +389,8 @@ def _build(
         tokenized_ms=_ms(trace.tokenized_ns),
         engine_arrival_ms=_ms(trace.engine_arrival_ns),
         first_admit_ms=_ms(trace.first_admit_ns),
-        first_token_ms=times_ms[0] if n else None,
-        last_token_ms=times_ms[-1] if n else None,
+        first_token_ms=runs[0][0] / _NS_PER_MS if n else None,
+        last_token_ms=(runs[-1][0] + runs[-1][1] * (runs[-1][2] - 1)) / _NS_PER_MS if n else None,
         terminal_ms=_ms(trace.terminal_ns),
         ttft_ms=ttft,
         ttst_ms=ttst,
@@ -563,6 +533,8 @@ def jsonable(value: object) -> object:
         return value
     if isinstance(value, Mapping):
         return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, TokenTimesMs):
+        return value.tolist()
     if isinstance(value, list | tuple):
         return [jsonable(v) for v in value]
     cls = type(value)

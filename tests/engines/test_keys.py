@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -229,7 +231,7 @@ class _PlainInterning:
             st.lists(st.integers(1, 5), min_size=0, max_size=6),  # content ids
             st.integers(0, 60),  # blocks to intern (partial content ids included)
             st.integers(0, 60),  # blocks of a known prefix to start from
-            st.sampled_from(["extend", "known", "key"]),
+            st.sampled_from(["extend", "extend_ids", "known", "key"]),
         ),
         min_size=1,
         max_size=25,
@@ -262,6 +264,57 @@ def test_interning_whole_content_ids_at_once_gives_the_plain_interning_keys(
             assert got == plain.keys(contents, stop)
         else:
             keys = known[: min(start, len(known))]
-            keyer.extend(keys, contents, stop, per_id)
+            if how == "extend_ids" and per_id > 1:
+                keyer.extend_ids(keys, ids, stop, per_id)
+            else:
+                keyer.extend(keys, contents, stop, per_id)
             assert keys == plain.keys(contents, stop)
         assert len(keyer) == len(plain.table)
+
+
+class _HoldsNothing:
+    def held_keys_estimate(self) -> int:
+        return 0
+
+    def held_keys(self) -> Iterator[Sequence[int]]:
+        return iter(())
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.sampled_from([2, 4, 8]),  # blocks per content id
+            st.lists(st.integers(-3, 5), min_size=0, max_size=6),  # content ids
+            st.integers(0, 60),  # blocks to intern
+            st.integers(0, 60),  # blocks of a known prefix to start from
+        ),
+        min_size=1,
+        max_size=25,
+    ),
+    forget_min=st.sampled_from([1, 8, 10**9]),
+)
+def test_extend_ids_leaves_the_keyer_as_extend_with_every_block_spelled_out(
+    steps: list[tuple[int, list[int], int, int]], forget_min: int
+) -> None:
+    """``extend_ids`` walks content ids, ``extend`` every block's content: the same keys,
+    and the same table (in the same order), spans and numbers afterwards."""
+    by_ids = BlockKeyer(forget_min=forget_min)
+    by_blocks = BlockKeyer(forget_min=forget_min)
+    for keyer in (by_ids, by_blocks):
+        keyer.hold(_HoldsNothing())  # so both forget as their tables grow
+    for per_id, ids, stop, start in steps:
+        contents = [c for c in ids for _ in range(per_id)]
+        stop = min(stop, len(contents))
+        a: list[int] = []
+        b: list[int] = []
+        by_ids.known(a, contents, min(start, stop), per_id)
+        by_blocks.known(b, contents, min(start, stop), per_id)
+        by_ids.extend_ids(a, ids, stop, per_id)
+        by_blocks.extend(b, contents, stop, per_id)
+        assert a == b
+        assert list(by_ids._keys.items()) == list(by_blocks._keys.items())
+        assert by_ids._spans == by_blocks._spans
+        assert by_ids._span_starts == by_blocks._span_starts
+        assert by_ids._span_ids == by_blocks._span_ids
+        assert len(by_ids) == len(by_blocks) and by_ids.held == by_blocks.held

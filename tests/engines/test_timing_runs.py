@@ -121,3 +121,26 @@ def test_a_batch_method_of_the_wrong_shape_is_refused() -> None:
     )
     with pytest.raises(ValueError, match=r"Broken.decode_run_ms returned shape \(3,\)"):
         decode_run_times_ms(Broken(), run)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("model", [m for m in MODELS if isinstance(m, FixedTiming)])
+@settings(max_examples=40, deadline=None)
+@given(run=runs(), prefill_role=st.booleans())
+def test_a_steady_decode_duration_is_every_pass_of_the_run(
+    model: FixedTiming, run: DecodeRun, prefill_role: bool
+) -> None:
+    """``FixedTiming.steady_decode_ms`` names one duration for every pass of a run of decode
+    steps whose entries all sampled before: the number ``pass_time_ms`` gives each pass."""
+    if prefill_role:
+        run = DecodeRun(
+            run.passes,
+            run.computed,
+            run.prompt_length,
+            run.output_before,
+            run.remaining,
+            "prefill",
+            run.kv_capacity_tokens,
+        )
+    value = model.steady_decode_ms(run.role)
+    for i in range(run.passes):
+        assert value == model.pass_time_ms(run.shape(i))
