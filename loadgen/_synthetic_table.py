@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterator, Mapping, Sequence
 from typing import overload
 
+import attrs
 import numpy as np
 import numpy.typing as npt
 
@@ -37,6 +38,13 @@ _FIELDS = (
     "recorded_service_ms",
 )
 _SET = tuple(Request.__dict__[name].__set__ for name in _FIELDS)
+_SET_NOT_BEFORE = ArrivalRule.__dict__["not_before_ms"].__set__
+_SET_AFTER = ArrivalRule.__dict__["after"].__set__
+if tuple(f.name for f in attrs.fields(ArrivalRule)) != (
+    "not_before_ms",
+    "after",
+):  # pragma: no cover
+    raise ImportError("the fields of ArrivalRule changed; update loadgen._synthetic_table")
 _new = object.__new__
 _OPEN_ID = re.compile(r"syn:(0|[1-9][0-9]*)")
 _SESSION_ID = re.compile(r"syn:s(0|[1-9][0-9]*)/(0|[1-9][0-9]*)")
@@ -133,11 +141,14 @@ class SyntheticRequests(Sequence[Request]):
             k = 0
             base = rid = f"syn:{i}"
             identity = NO_IDENTITY
+        # the rule's slots filled directly: ArrivalRule(not_before_ms, after)
+        arrival: ArrivalRule = _new(ArrivalRule)
         if k == 0:
-            arrival = ArrivalRule(not_before_ms=self._not_before.item(i))
+            _SET_NOT_BEFORE(arrival, self._not_before.item(i))
+            _SET_AFTER(arrival, ())
         else:
-            after = (Dep(f"{base}/{k - 1}", "completion", self._think.item(i)),)
-            arrival = ArrivalRule(not_before_ms=None, after=after)
+            _SET_NOT_BEFORE(arrival, None)
+            _SET_AFTER(arrival, (Dep(f"{base}/{k - 1}", "completion", self._think.item(i)),))
         s_id, s_in, s_out, s_block, s_ids, s_arrival, s_identity, s_model, s_service = _SET
         request: Request = _new(Request)
         s_id(request, rid)
