@@ -320,7 +320,7 @@ class EngineCore:
             if full - k == 1:
                 self.kv.register(s.blocks[k], keys[k])
             else:
-                self.kv.register_many(s.blocks[k:full], keys[k:full])
+                self.kv.register_chain(s.blocks[k:full], keys[k:full])
             s.nkeyed = full
 
     # -- schedule phase (§3.2) ---------------------------------------------------------------

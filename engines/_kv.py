@@ -13,6 +13,8 @@ from itertools import repeat
 
 from simclock import InternalError
 
+from ._keys import OUTPUT_KEY_BASE
+
 __all__ = ("KVCache",)
 
 NO_KEY = 0
@@ -58,6 +60,8 @@ class KVCache:
         "_next",
         "_prev",
         "_tail",
+        "_top",
+        "_top_output",
         "block_size",
         "cache",
         "free_count",
@@ -87,6 +91,10 @@ class KVCache:
         self.twins: dict[int, list[int]] = {}
         self.pending_kinds: list[bool] = []
         self.pending_keys: list[int] = []
+        # the largest prompt key and output key (engines._keys.output_key) ever registered
+        # here: a key above them was never cached here
+        self._top = 0
+        self._top_output = 0
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -319,6 +327,11 @@ class KVCache:
 
     def register(self, block: int, key: int) -> None:
         """Give a referenced, unkeyed ``block`` its ``key`` and cache it (a twin if needed)."""
+        if key >= OUTPUT_KEY_BASE:
+            if key > self._top_output:
+                self._top_output = key
+        elif key > self._top:
+            self._top = key
         self.key[block] = key
         cache = self.cache
         if key not in cache:
@@ -334,19 +347,56 @@ class KVCache:
         ``keys`` are distinct, as the keys of one sequence's blocks always are (a chained key
         names a prefix of one length; an output block's key names one block of one placement).
         """
-        cache = self.cache
-        if cache.keys().isdisjoint(keys):
-            # every key is new: one bulk step per structure, same result
-            key = self.key
-            for b, k in zip(blocks, keys, strict=True):
-                key[b] = k
-            cache.update(zip(keys, blocks, strict=True))
-            self.pending_kinds.extend(repeat(True, len(keys)))
-            self.pending_keys.extend(keys)
+        if self.cache.keys().isdisjoint(keys):
+            self._top_of(keys)
+            self._store_new(blocks, keys)
             return
         register = self.register
         for b, k in zip(blocks, keys, strict=True):
             register(b, k)
+
+    def register_chain(self, blocks: list[int], keys: list[int]) -> None:
+        """:meth:`register_many` of consecutive blocks of one sequence, whose keys increase.
+
+        A chained key is interned after its parent, so it is larger; the keys of the blocks
+        holding output positions come after the prompt's and increase with the block
+        (:func:`engines._keys.output_key`). Keys above every key of their kind this cache
+        has registered were never cached here: they are stored without looking for them.
+        """
+        first = keys[0]
+        last = keys[-1]
+        if last < OUTPUT_KEY_BASE:
+            fresh = first > self._top
+            if fresh:
+                self._top = last
+        elif first >= OUTPUT_KEY_BASE:
+            fresh = first > self._top_output
+            if fresh:
+                self._top_output = last
+        else:
+            fresh = False
+        if fresh:
+            self._store_new(blocks, keys)
+        else:
+            self.register_many(blocks, keys)
+
+    def _top_of(self, keys: list[int]) -> None:
+        """Raise the largest keys registered to cover ``keys``."""
+        prompt = [k for k in keys if k < OUTPUT_KEY_BASE]
+        if prompt:
+            self._top = max(self._top, *prompt)
+        if len(prompt) < len(keys):
+            self._top_output = max(self._top_output, *(k for k in keys if k >= OUTPUT_KEY_BASE))
+
+    def _store_new(self, blocks: list[int], keys: list[int]) -> None:
+        """Cache ``blocks[i]`` under ``keys[i]``, none of which is cached: one bulk step per
+        structure (what :meth:`register` of each does)."""
+        key = self.key
+        for b, k in zip(blocks, keys, strict=True):
+            key[b] = k
+        self.cache.update(zip(keys, blocks, strict=True))
+        self.pending_kinds.extend(repeat(True, len(keys)))
+        self.pending_keys.extend(keys)
 
     def release(self, blocks: list[int]) -> None:
         """Drop one reference to each of ``blocks``, last first (§4.5).
@@ -435,3 +485,6 @@ class KVCache:
             raise InternalError("a twin list is empty or has no cached first copy")
         if seen != sum(1 for b in range(t) if self.key[b] != NO_KEY):
             raise InternalError("a keyed block is missing from the cache")
+        for k in self.cache:
+            if k > (self._top_output if k >= OUTPUT_KEY_BASE else self._top):
+                raise InternalError(f"key {k} is cached above the largest key registered")

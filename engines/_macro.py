@@ -567,7 +567,7 @@ class MacroRun:
                     if full - k == 1:
                         kv.register(blocks[k], keys[k])
                     else:
-                        kv.register_many(blocks[k:full], keys[k:full])
+                        kv.register_chain(blocks[k:full], keys[k:full])
                     s.nkeyed = full
             self._next_event = n
         count = stop - first

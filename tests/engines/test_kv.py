@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engines import KVCache
+from engines._keys import OUTPUT_KEY_BASE
 from simclock import InternalError
 
 
@@ -210,3 +211,38 @@ def test_random_operations_keep_every_invariant(
     kv.check()
     assert kv.free_count == num_blocks
     assert all(r == 0 for r in kv.ref)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    steps=st.lists(
+        st.tuples(
+            st.integers(0, 40),  # first key of the run (prompt keys), or output run
+            st.integers(1, 12),  # run length
+            st.booleans(),  # output keys
+        ),
+        max_size=30,
+    )
+)
+def test_registering_a_chain_is_registering_each_key(steps: list[tuple[int, int, bool]]) -> None:
+    """``register_chain`` (increasing keys, some of them cached already) leaves the cache as
+    ``register`` of each key does: the same first copies, twins, keys and transitions."""
+    chained = KVCache(400, 4)
+    one_by_one = KVCache(400, 4)
+    for first, length, output in steps:
+        base = OUTPUT_KEY_BASE if output else 1
+        keys = list(range(base + first, base + first + length))
+        if chained.free_count < length:
+            break
+        a: list[int] = []
+        b: list[int] = []
+        assert chained.allocate(a, [], length) and one_by_one.allocate(b, [], length)
+        assert a == b
+        chained.register_chain(a, keys)
+        for block, key in zip(b, keys, strict=True):
+            one_by_one.register(block, key)
+        chained.check()
+        assert chained.cache == one_by_one.cache
+        assert chained.twins == one_by_one.twins
+        assert chained.key == one_by_one.key
+        assert chained.transitions == one_by_one.transitions
