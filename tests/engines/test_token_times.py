@@ -74,3 +74,30 @@ def test_appending_one_instant_to_many_builds_the_runs_append_builds(
         TokenTimes.append_to_each(together, t)
     assert [h.runs() for h in together] == [h.runs() for h in one_by_one]
     assert [list(h) for h in together] == [list(h) for h in one_by_one]
+
+
+@given(
+    increasing,
+    st.lists(st.tuples(st.integers(1, 40), st.integers(0, 9), st.integers(1, 9)), max_size=30),
+)
+def test_runs_added_together_equal_their_instants_added_one_by_one(
+    times: list[int], pieces: list[tuple[int, int, int]]
+) -> None:
+    """``extend_runs`` of any runs (canonical or not, steps of 0 in runs of one) gives the
+    runs that appending their instants one by one gives."""
+    together = TokenTimes(times)
+    one_by_one = TokenTimes(times)
+    last = times[-1] if times else 0
+    runs = []
+    for gap, step, count in pieces:
+        start = last + gap
+        if step == 0:
+            count = 1  # a run of one instant (any later instant is strictly after it)
+        runs.append((start, step, count))
+        last = start + step * (count - 1)
+    together.extend_runs(runs)
+    for start, step, count in runs:
+        one_by_one.extend([start + step * k for k in range(count)])
+    assert together.runs() == one_by_one.runs()
+    assert len(together) == len(one_by_one)
+    assert together == one_by_one
