@@ -10,13 +10,14 @@ equal to the ones the driver would have kept.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, overload
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import attrs
 import numpy as np
 import numpy.typing as npt
 
+from ._built_on_read import BuiltOnRead
 from ._request import Request
 
 __all__ = ("TERMINAL_STATUSES", "OutcomeLedger", "Outcomes", "RequestOutcome")
@@ -160,7 +161,7 @@ def _outcome_of(
     return outcome
 
 
-class Outcomes(Sequence[RequestOutcome]):
+class Outcomes(BuiltOnRead[RequestOutcome]):
     """The outcome of every workload request in workload order, built when read.
 
     Position ``i`` reads the ledger's outcome; where the ledger has none, the outcome given
@@ -174,6 +175,7 @@ class Outcomes(Sequence[RequestOutcome]):
     """
 
     __slots__ = ("_ledger", "_others")
+    _item_name = "outcome"
 
     def __init__(self, ledger: OutcomeLedger, others: Mapping[int, RequestOutcome]) -> None:
         self._ledger = ledger
@@ -190,34 +192,6 @@ class Outcomes(Sequence[RequestOutcome]):
         if other is not None:
             return other
         return _outcome_of(self._ledger.requests[position], "never_issued", None, None)
-
-    @overload
-    def __getitem__(self, index: int) -> RequestOutcome: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> tuple[RequestOutcome, ...]: ...
-
-    def __getitem__(self, index: int | slice) -> RequestOutcome | tuple[RequestOutcome, ...]:
-        n = len(self)
-        if isinstance(index, slice):
-            return tuple(self._at(i) for i in range(*index.indices(n)))
-        position = index + n if index < 0 else index
-        if not 0 <= position < n:
-            raise IndexError("outcome index out of range")
-        return self._at(position)
-
-    def __iter__(self) -> Iterator[RequestOutcome]:
-        return map(self._at, range(len(self)))
-
-    def __eq__(self, other: object) -> bool:
-        if other is self:
-            return True
-        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
-            return NotImplemented
-        return len(other) == len(self) and all(a == b for a, b in zip(self, other, strict=True))
-
-    def __hash__(self) -> int:
-        return hash(tuple(self))
 
     def __repr__(self) -> str:
         return repr(tuple(self))

@@ -12,13 +12,13 @@ iteration, equality) sees the same sequence as with a tuple of them;
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator, Mapping, Sequence
-from typing import overload
+from collections.abc import Iterator, Mapping
 
 import attrs
 import numpy as np
 import numpy.typing as npt
 
+from ._built_on_read import BuiltOnRead
 from ._request import ArrivalRule, Dep, Identity, Request
 
 __all__ = ("NO_IDENTITY", "SyntheticPositions", "SyntheticRequests")
@@ -59,7 +59,7 @@ def _frozen(values: npt.ArrayLike, dtype: type) -> npt.NDArray[np.generic]:
     return column
 
 
-class SyntheticRequests(Sequence[Request]):
+class SyntheticRequests(BuiltOnRead[Request]):
     """The requests of a synthetic workload (REFERENCE-workloads §3) as columns.
 
     Request ``i`` is turn ``turns[i]`` of session ``sessions[i]``: id ``syn:<s>`` (open loop)
@@ -93,6 +93,7 @@ class SyntheticRequests(Sequence[Request]):
         "_think",
         "_turns",
     )
+    _item_name = "request"
 
     def __init__(
         self,
@@ -128,7 +129,7 @@ class SyntheticRequests(Sequence[Request]):
     def __len__(self) -> int:
         return len(self._inputs)
 
-    def _build(self, i: int) -> Request:
+    def _at(self, i: int) -> Request:
         start = self._ends.item(i - 1) if i else 0
         stop = self._ends.item(i)
         if self._sessioned:
@@ -161,35 +162,6 @@ class SyntheticRequests(Sequence[Request]):
         s_model(request, None)
         s_service(request, None)
         return request
-
-    @overload
-    def __getitem__(self, index: int) -> Request: ...
-
-    @overload
-    def __getitem__(self, index: slice) -> tuple[Request, ...]: ...
-
-    def __getitem__(self, index: int | slice) -> Request | tuple[Request, ...]:
-        n = len(self)
-        if isinstance(index, slice):
-            return tuple(map(self._build, range(*index.indices(n))))
-        i = index.__index__()
-        position = i + n if i < 0 else i
-        if not 0 <= position < n:
-            raise IndexError("request index out of range")
-        return self._build(position)
-
-    def __iter__(self) -> Iterator[Request]:
-        return map(self._build, range(len(self)))
-
-    def __eq__(self, other: object) -> bool:
-        if other is self:
-            return True
-        if not isinstance(other, Sequence) or isinstance(other, str | bytes):
-            return NotImplemented
-        return len(other) == len(self) and all(a == b for a, b in zip(self, other, strict=True))
-
-    def __hash__(self) -> int:
-        return hash(tuple(self))
 
     def __repr__(self) -> str:
         return f"SyntheticRequests(<{len(self)} requests>)"

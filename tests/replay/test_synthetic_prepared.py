@@ -76,13 +76,13 @@ def test_prepare_keeps_replayable_columns_without_building_a_request(
     assert isinstance(requests, SyntheticRequests)
     assert requests.replayable()
     built: list[int] = []
-    build = SyntheticRequests._build
+    build = SyntheticRequests._at
 
     def counted(self: SyntheticRequests, i: int) -> Any:
         built.append(i)
         return build(self, i)
 
-    monkeypatch.setattr(SyntheticRequests, "_build", counted)
+    monkeypatch.setattr(SyntheticRequests, "_at", counted)
     prepared = prepare(lazy, engine_block_size=16)
     assert built == []  # no request built, no table of ids
     assert prepared.requests is requests
