@@ -405,43 +405,11 @@ class BlockKeyer:
             stop: the number of keys ``keys`` holds afterwards.
             per_id: engine blocks per content id (``T / E``, at least 2).
         """
+        # the blocks interned before
+        self._walk_known(keys, ids, per_id, stop, per_id)
+        j = len(keys)
         table = self._keys
         spans = self._spans.setdefault(per_id, {})
-        parent = keys[-1] if keys else ROOT_KEY
-        append = keys.append
-        j = len(keys)
-        # the blocks interned before (known's walk)
-        while j < stop:
-            m, offset = divmod(j, per_id)
-            content = ids[m]
-            low = content & _MASK64
-            if not offset:
-                span = spans.get((parent << 64) | low)
-                if span is not None:
-                    take = min(per_id, stop - j)
-                    if type(span) is int:
-                        keys.extend(range(span, span + take))
-                    else:
-                        keys.extend(span[:take])  # type: ignore[index]
-                    parent = keys[-1]
-                    j += take
-                    continue
-            key = table.get((parent << 64) | low)
-            if key is None:
-                key = self._inner(parent, content)
-                if key is None:
-                    break
-            append(key)
-            parent = key
-            j += 1
-            if not j % per_id:
-                # a content id's blocks walked: remember them as one step
-                first = j - per_id
-                span_keys = keys[first:j]
-                before = keys[first - 1] if first else ROOT_KEY
-                k0 = span_keys[0]
-                consecutive = span_keys == list(range(k0, k0 + per_id))
-                spans[(before << 64) | low] = k0 if consecutive else tuple(span_keys)
         if j >= stop:
             return
         if len(table) + self._span_inner >= self._look_at and self.forget and self._holders:
@@ -532,45 +500,7 @@ class BlockKeyer:
         append = keys.append
         j = len(keys)
         if per_id > 1:
-            spans = self._spans.setdefault(per_id, {})
-            while j < stop:
-                content = contents[j]
-                if j % per_id == 0 and type(content) is int:
-                    span = spans.get((parent << 64) | (content & _MASK64))
-                    if span is not None:
-                        take = min(per_id, stop - j)
-                        if type(span) is int:
-                            keys.extend(range(span, span + take))
-                        else:
-                            keys.extend(span[:take])  # type: ignore[index]
-                        parent = keys[-1]
-                        j += take
-                        continue
-                pair = (
-                    (parent << 64) | (content & _MASK64)
-                    if type(content) is int
-                    else (parent, content)
-                )
-                key = table.get(pair)
-                if key is None:
-                    key = self._inner(parent, content)
-                    if key is None:
-                        return
-                append(key)
-                parent = key
-                j += 1
-                if j % per_id == 0:
-                    # a content id's blocks walked: remember them as one step
-                    first = j - per_id
-                    head = contents[first]
-                    if type(head) is int:
-                        span_keys = keys[first:j]
-                        before = keys[first - 1] if first else ROOT_KEY
-                        k0 = span_keys[0]
-                        consecutive = span_keys == list(range(k0, k0 + per_id))
-                        spans[(before << 64) | (head & _MASK64)] = (
-                            k0 if consecutive else tuple(span_keys)
-                        )
+            self._walk_known(keys, contents, 1, stop, per_id)
             return
         for i in range(j, stop):
             content = contents[i]
@@ -584,6 +514,55 @@ class BlockKeyer:
                     return
             append(key)
             parent = key
+
+    def _walk_known(
+        self, keys: list[int], contents: Sequence[Content], stride: int, stop: int, per_id: int
+    ) -> None:
+        """:meth:`known`'s walk with ``per_id`` blocks per content id (at least 2): block
+        ``j`` holds ``contents[j // stride]`` (``stride`` 1: a content per block; ``per_id``:
+        a content id per id). Steps over a content id's blocks at once when its span is
+        known, and remembers the span of an id it walked block by block."""
+        table = self._keys
+        spans = self._spans.setdefault(per_id, {})
+        parent = keys[-1] if keys else ROOT_KEY
+        append = keys.append
+        j = len(keys)
+        while j < stop:
+            content = contents[j // stride]
+            if j % per_id == 0 and type(content) is int:
+                span = spans.get((parent << 64) | (content & _MASK64))
+                if span is not None:
+                    take = min(per_id, stop - j)
+                    if type(span) is int:
+                        keys.extend(range(span, span + take))
+                    else:
+                        keys.extend(span[:take])  # type: ignore[index]
+                    parent = keys[-1]
+                    j += take
+                    continue
+            pair = (
+                (parent << 64) | (content & _MASK64) if type(content) is int else (parent, content)
+            )
+            key = table.get(pair)
+            if key is None:
+                key = self._inner(parent, content)
+                if key is None:
+                    return
+            append(key)
+            parent = key
+            j += 1
+            if j % per_id == 0:
+                # a content id's blocks walked: remember them as one step
+                first = j - per_id
+                head = contents[first // stride]
+                if type(head) is int:
+                    span_keys = keys[first:j]
+                    before = keys[first - 1] if first else ROOT_KEY
+                    k0 = span_keys[0]
+                    consecutive = span_keys == list(range(k0, k0 + per_id))
+                    spans[(before << 64) | (head & _MASK64)] = (
+                        k0 if consecutive else tuple(span_keys)
+                    )
 
     def _forget_unheld(self, keys: list[int]) -> None:
         """Drop the keys nobody holds (``keys`` is being extended: it is held too).
