@@ -235,27 +235,29 @@ def delay_to_ns(delay_s: float) -> int:
         return whole * _NS_PER_S + round((delay_s - whole) * _NS_PER_S)
 
 
-def _future_timer(
+def _new_timer(
     loop: VirtualEventLoop,
     when_ns: int,
     sequence: int,
-    future: asyncio.Future[Any],
-    waiter: str,
-    kind: WakeupKind,
+    callback: Callable[..., object],
+    args: tuple[Any, ...],
+    context: contextvars.Context,
+    waiter: str | None,
+    kind: WakeupKind | None,
 ) -> _Timer:
-    """The timer of a simclock wakeup: it completes ``future`` at ``when_ns``.
+    """A timer of ``loop`` that runs ``callback(*args)`` in ``context`` at ``when_ns``.
 
     In release mode its fields are set here rather than by ``_Timer.__init__`` (one Python
-    call less per engine deadline and per wakeup); in debug mode ``__init__`` records where
-    it was made.
+    call instead of three per engine deadline, wakeup and sleep); in debug mode ``__init__``
+    records where it was made.
     """
     if loop._debug:
-        return _Timer(when_ns, sequence, _wake, (future,), loop, loop._wakeup_context, waiter, kind)
+        return _Timer(when_ns, sequence, callback, args, loop, context, waiter, kind)
     timer: Any = _new_handle(_Timer)
-    timer._context = loop._wakeup_context
+    timer._context = context
     timer._loop = loop
-    timer._callback = _wake
-    timer._args = (future,)
+    timer._callback = callback
+    timer._args = args
     timer._cancelled = False
     timer._repr = None
     timer._source_traceback = None
@@ -550,26 +552,13 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
             # moves at least 1 ns, so rescheduling loops always make progress.
             when_ns = self._now_ns + (round(delay * _NS_PER_S) or 1)
             sequence = next(self._sequence)
-            timer: Any = _new_handle(_Timer)
             if context is None:
                 context = (
                     self._wakeup_context if callback in _COMPLETERS else contextvars.copy_context()
                 )
-            timer._context = context
-            timer._loop = self
-            timer._callback = callback
-            timer._args = args
-            timer._cancelled = False
-            timer._repr = None
-            timer._source_traceback = None
-            timer._when = when_ns / _NS_PER_S
-            timer._scheduled = True
-            timer._when_ns = when_ns
-            timer._sequence = sequence
-            timer._waiter = None
-            timer._kind = None
+            timer = _new_timer(self, when_ns, sequence, callback, args, context, None, None)
             heapq.heappush(self._timers, (when_ns, sequence, timer))
-            return timer  # type: ignore[no-any-return]
+            return timer
         if delay != delay:
             raise NonFiniteWakeupError(
                 f"non-finite wakeup for waiter {describe_callback(callback)!r}: "
@@ -750,7 +739,9 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         if self._closed:
             raise RuntimeError("Event loop is closed")
         sequence = next(self._sequence)
-        timer = _future_timer(self, when_ns, sequence, future, waiter, kind)
+        timer = _new_timer(
+            self, when_ns, sequence, _wake, (future,), self._wakeup_context, waiter, kind
+        )
         heapq.heappush(self._timers, (when_ns, sequence, timer))
         return timer
 
@@ -799,7 +790,9 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         if self._closed:
             raise RuntimeError("Event loop is closed")
         sequence = _DEADLINE_BASE + rank * _RANK_SPAN + next(self._sequence) % _RANK_SPAN
-        timer = _future_timer(self, when_ns, sequence, future, waiter, _ENGINE_DEADLINE)
+        context = self._wakeup_context
+        kind = _ENGINE_DEADLINE
+        timer = _new_timer(self, when_ns, sequence, _wake, (future,), context, waiter, kind)
         heapq.heappush(self._timers, (when_ns, sequence, timer))
         return timer
 
