@@ -313,25 +313,10 @@ class BlockKeyer:
             per_id: as for :meth:`known`: the content ids whose blocks are all new are
                 remembered for its walks.
         """
-        if per_id > 1:
-            self.known(keys, contents, stop, per_id)
+        # the blocks interned before, up to the first that never was
+        self.known(keys, contents, stop, per_id)
         table = self._keys
-        parent = keys[-1] if keys else ROOT_KEY
-        append = keys.append
         j = len(keys)
-        while j < stop:
-            content = contents[j]
-            pair = (
-                (parent << 64) | (content & _MASK64) if type(content) is int else (parent, content)
-            )
-            key = table.get(pair)
-            if key is None:
-                key = self._inner(parent, content)
-                if key is None:
-                    break
-            append(key)
-            parent = key
-            j += 1
         if j >= stop:
             return
         if len(table) + self._span_inner >= self._look_at and self.forget and self._holders:
