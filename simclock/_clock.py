@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import math
 
-from ._exceptions import NonFiniteWakeupError, NotVirtualLoopError
+from ._exceptions import NotVirtualLoopError
 from ._inspect import WakeupKind
 from ._loop import (
     _RUNNING,
@@ -20,6 +20,7 @@ from ._loop import (
     MAX_TIME_NS,
     VirtualEventLoop,
     _check_int,
+    _non_finite,
     _Timer,
     delay_to_ns,
 )
@@ -142,13 +143,7 @@ def _check_float(name: str, value: object, waiter: str, loop: VirtualEventLoop) 
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"{name} must be a number of seconds, got {type(value).__name__}")
     if isinstance(value, float) and not math.isfinite(value):
-        raise NonFiniteWakeupError(
-            f"non-finite wakeup for waiter {waiter!r}: requested {name}={value!r}, "
-            f"now is {loop._now_ns} ns",
-            waiter=waiter,
-            requested=value,
-            now_ns=loop._now_ns,
-        )
+        raise _non_finite(waiter, f"{name}={value!r}", value, loop._now_ns)
     return float(value)
 
 

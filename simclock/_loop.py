@@ -270,18 +270,22 @@ def _new_timer(
     return timer  # type: ignore[no-any-return]
 
 
+def _non_finite(waiter: str, requested: str, value: float, now_ns: int) -> NonFiniteWakeupError:
+    """The error of a wakeup asked for at a non-finite time (``requested`` says what)."""
+    return NonFiniteWakeupError(
+        f"non-finite wakeup for waiter {waiter!r}: requested {requested}, now is {now_ns} ns",
+        waiter=waiter,
+        requested=value,
+        now_ns=now_ns,
+    )
+
+
 def _check_int(name: str, value: object, waiter: str, loop: VirtualEventLoop) -> int:
     """``value`` as an int of nanoseconds, or the error a simclock wakeup raises for it."""
     if isinstance(value, int) and not isinstance(value, bool):
         return value
     if isinstance(value, float) and not math.isfinite(value):
-        raise NonFiniteWakeupError(
-            f"non-finite wakeup for waiter {waiter!r}: requested {name}={value!r}, "
-            f"now is {loop._now_ns} ns",
-            waiter=waiter,
-            requested=value,
-            now_ns=loop._now_ns,
-        )
+        raise _non_finite(waiter, f"{name}={value!r}", value, loop._now_ns)
     raise TypeError(f"{name} must be an int of nanoseconds, got {type(value).__name__}")
 
 
@@ -560,13 +564,8 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
             heapq.heappush(self._timers, (when_ns, sequence, timer))
             return timer
         if delay != delay:
-            raise NonFiniteWakeupError(
-                f"non-finite wakeup for waiter {describe_callback(callback)!r}: "
-                f"requested a delay of {delay!r} s, now is {self._now_ns} ns",
-                waiter=describe_callback(callback),
-                requested=delay,
-                now_ns=self._now_ns,
-            )
+            waiter = describe_callback(callback)
+            raise _non_finite(waiter, f"a delay of {delay!r} s", delay, self._now_ns)
         return self._schedule(self._now_ns, callback, args, context, None, None)
 
     def call_at(
@@ -585,13 +584,8 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
             NonFiniteWakeupError: ``when`` is NaN.
         """
         if when != when:
-            raise NonFiniteWakeupError(
-                f"non-finite wakeup for waiter {describe_callback(callback)!r}: "
-                f"requested the instant {when!r} s, now is {self._now_ns} ns",
-                waiter=describe_callback(callback),
-                requested=when,
-                now_ns=self._now_ns,
-            )
+            waiter = describe_callback(callback)
+            raise _non_finite(waiter, f"the instant {when!r} s", when, self._now_ns)
         return self._schedule(self._seconds_to_ns(when), callback, args, context, None, None)
 
     def _seconds_to_ns(self, when: float) -> int | None:
