@@ -113,10 +113,12 @@ class KVCache:
         out = list(range(self.touched, self.num_blocks))
         nxt = self._next
         b = self._head
-        while b != -1:
+        for _ in range(self.touched + 1):
+            if b == -1:
+                return out
             out.append(b)
             b = nxt[b]
-        return out
+        raise InternalError("the free queue's links form a cycle")
 
     def ref_counts(self) -> list[int]:
         """The reference count of every block."""
@@ -461,7 +463,7 @@ class KVCache:
             raise InternalError("free queue length or membership is inconsistent")
         back = []
         b = self._tail
-        while b != -1:
+        while b != -1 and len(back) <= t:
             back.append(b)
             b = self._prev[b]
         if back[::-1] != queued[n - t :]:

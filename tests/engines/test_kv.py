@@ -246,3 +246,13 @@ def test_registering_a_chain_is_registering_each_key(steps: list[tuple[int, int,
         assert chained.twins == one_by_one.twins
         assert chained.key == one_by_one.key
         assert chained.transitions == one_by_one.transitions
+
+
+def test_check_reports_a_cycle_in_the_free_queue_instead_of_walking_it_forever() -> None:
+    kv = KVCache(8, 4)
+    blocks: list[int] = []
+    assert kv.allocate(blocks, [], 3)
+    kv.release(blocks)
+    kv._next[blocks[0]] = blocks[2]  # the queue's last block points back into the queue
+    with pytest.raises(InternalError, match="cycle"):
+        kv.check()
