@@ -461,7 +461,7 @@ class KVCache:
         queued = self.free_blocks()
         if len(queued) != self.free_count or len(set(queued)) != len(queued):
             raise InternalError("free queue length or membership is inconsistent")
-        back = []
+        back: list[int] = []
         b = self._tail
         while b != -1 and len(back) <= t:
             back.append(b)

@@ -167,7 +167,14 @@ class RequestColumns:
 
     def gaps_ns(self) -> IntArray:
         """Every inter-token gap of the population's requests with two or more tokens, in
-        record order (a request's gaps in token order).
+        record order (a request's gaps in token order): :meth:`gap_runs` spelled out."""
+        values, weights = self.gap_runs()
+        out: IntArray = np.repeat(values, weights)
+        return out
+
+    def gap_runs(self) -> tuple[IntArray, IntArray]:
+        """:meth:`gaps_ns` as ``(values, weights)``: ``weights[i]`` gaps of ``values[i]``
+        each, in order (``np.repeat(values, weights)`` is every gap), no weight 0.
 
         Built from the runs without their instants: a run of ``count`` instants ``step``
         apart has ``count - 1`` gaps of ``step``, and a run after a record's first is one
@@ -175,7 +182,7 @@ class RequestColumns:
         """
         runs = np.frombuffer(self._runs, dtype=np.int64).reshape(-1, 3)
         if not runs.shape[0]:
-            return np.zeros(0, dtype=np.int64)
+            return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
         starts, steps, counts = runs[:, 0], runs[:, 1], runs[:, 2]
         ends = starts + steps * (counts - 1)
         values = np.empty(2 * starts.size, dtype=np.int64)
@@ -187,8 +194,8 @@ class RequestColumns:
         # a record's first run has no gap into it
         per_record = np.frombuffer(self._runs_per_record, dtype=np.int64)
         weights[2 * (np.cumsum(per_record) - per_record)] = 0
-        out: IntArray = np.repeat(values, weights)
-        return out
+        kept = weights != 0
+        return values[kept], weights[kept]
 
     def token_events(self) -> int:
         """Tokens after each record's first, summed over every record."""

@@ -565,14 +565,16 @@ def _summary(
     reused_all = int(columns.ints("reused_all")[completed].sum())
 
     # The pooled gaps (several per request) are the largest arrays of the report: one at a
-    # time, each let go once its statistics are taken. A gap is > 0 exactly when its value
-    # in milliseconds is.
-    itl_ms = columns.gaps_ns() / _NS_PER_MS
-    positive = itl_ms[itl_ms > 0]
-    itl = Distribution._of(itl_ms, owned=True)  # partitioned in place: nobody reads it after
-    del itl_ms
-    per_user = Distribution._of(np.divide(1000.0, positive, out=positive), owned=True)
-    del positive
+    # time, each let go once its statistics are taken, each spelled out from the runs of
+    # equal gaps after its values are worked out (per value, the same floats as per gap).
+    # A gap is > 0 exactly when its value in milliseconds is.
+    values_ns, weights = columns.gap_runs()
+    values_ms = values_ns / _NS_PER_MS
+    itl = Distribution._of(np.repeat(values_ms, weights), owned=True)
+    positive = values_ms > 0
+    per_user = Distribution._of(
+        np.repeat(1000.0 / values_ms[positive], weights[positive]), owned=True
+    )
 
     goodput: Goodput | None = None
     if slo is not None:

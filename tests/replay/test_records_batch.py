@@ -81,6 +81,9 @@ def test_gaps_from_runs_are_the_differences_of_each_requests_instants(
     gaps = columns.gaps_ns()
     assert gaps.dtype == np.int64
     assert gaps.tolist() == expected
+    values, weights = columns.gap_runs()
+    assert np.repeat(values, weights).tolist() == expected
+    assert (weights > 0).all()
 
 
 def test_rows_are_read_back_column_by_column() -> None:
