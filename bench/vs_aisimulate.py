@@ -9,8 +9,9 @@ per-request records kept. simclock's figure is the process CPU time (``time.proc
 of reading the trace plus ``replay.run``, with its modules loaded before; AISimulate's is the
 CPU time of its ``runner.run(spec)`` with per-request capture, which includes its own trace
 load (its modules and runner are made before). Each repetition runs simclock then
-AISimulate, each in a fresh process, so the two alternate on the machine; the script prints every repetition, the medians and the ratio (AISimulate CPU time /
-simclock CPU time: above 1 means simclock is faster). With ``--stepping both`` it also runs
+AISimulate, each in a fresh process, so the two alternate on the machine; the script prints
+every repetition, the medians and the ratio (AISimulate CPU time / simclock CPU time: above 1
+means simclock is faster). With ``--stepping both`` it also runs
 simclock with one engine deadline per pass and prints both pass rates (passes per CPU second).
 
 AISimulate is optional: without it the script times simclock alone and says how to install it

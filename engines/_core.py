@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable
 from operator import add, attrgetter, sub
 
 import numpy as np
@@ -24,8 +23,8 @@ from ._keys import (
     output_key,
 )
 from ._kv import KVCache
-from ._pass import PassShape, TimingModel
-from ._timing import SMALL_PASS_ENTRIES, FixedTiming
+from ._pass import PassShape, TimingModel, model_method
+from ._timing import SMALL_PASS_ENTRIES
 from ._tokentimes import TokenTimes
 
 __all__ = ("EngineCore", "Pass", "Seq")
@@ -39,19 +38,6 @@ HELD = "held"
 RESERVING = "reserving"
 RESERVED = "reserved"
 DONE = "done"
-
-
-def _small_pass_function(
-    timing: TimingModel,
-) -> Callable[[list[int], list[int], list[int], list[bool], str], float] | None:
-    """The built-in model's list form of ``pass_time_ms``, when ``timing`` prices with it.
-
-    A subclass that overrides ``pass_time_ms`` is always called through it.
-    """
-    cls = type(timing)
-    if cls.pass_time_ms is FixedTiming.pass_time_ms:
-        return timing._small_pass_ms  # type: ignore[attr-defined, no-any-return]
-    return None
 
 
 _times = attrgetter("times")
@@ -184,7 +170,9 @@ class EngineCore:
         self._chunked = config.enable_chunked_prefill
         self._watermark = config.watermark_blocks
         self._kv_capacity = config.num_blocks * config.block_size
-        self._small_pass_ms = _small_pass_function(timing)
+        # the model's shortcuts, where it has them (engines._pass.model_method)
+        self._small_pass_ms = model_method(timing, "pass_time_ms_lists")
+        self.steady_decode_ms = model_method(timing, "steady_decode_ms")
         # a running request was cancelled while a pass was being timed
         self._cancelled_in_pass = False
 
@@ -529,8 +517,9 @@ class EngineCore:
         small = self._small_pass_ms
         if small is not None and k <= SMALL_PASS_ENTRIES:
             ms = small(plan.computed, prompts, plan.output_before, samples, self.role)
-            if 0.0 <= ms < math.inf:
+            if type(ms) is float and 0.0 <= ms < math.inf:
                 return round(ms * 1_000_000)
+            # anything else: priced again through pass_time_ms, which reports a bad value
         shape = PassShape(
             np.fromiter(plan.scheduled, np.int64, k),
             np.fromiter(plan.computed, np.int64, k),

@@ -240,7 +240,7 @@ class MacroRun:
             passes = min(passes, allocs[free])
         if passes < MIN_RUN_PASSES:
             return None
-        steady = getattr(core.timing, "steady_decode_ms", None)
+        steady = core.steady_decode_ms
         if steady is not None:
             # the model prices every pass of such a run alike, whatever its batch (every
             # entry here has sampled and computed its whole prompt)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from typing import Literal, Protocol
+from collections.abc import Callable
+from typing import Any, Literal, Protocol
 
 import attrs
 import numpy as np
@@ -15,6 +16,7 @@ __all__ = (
     "Role",
     "TimingModel",
     "decode_run_times_ms",
+    "model_method",
     "per_pass_times_ms",
 )
 
@@ -165,13 +167,33 @@ class DecodeRun:
         )
 
 
+def model_method(timing: TimingModel, name: str) -> Callable[..., Any] | None:
+    """``timing``'s optional method ``name`` (``decode_run_ms``, ``steady_decode_ms``,
+    ``pass_time_ms_lists``: shortcuts that must agree with ``pass_time_ms``), or None.
+
+    None also when the class that defines the shortcut is not the class that defines
+    ``pass_time_ms`` or one of its subclasses: a model that overrides ``pass_time_ms`` below
+    the shortcut (a subclass of a built-in model that prices passes its own way) is priced
+    through its ``pass_time_ms``, never by the shortcut it inherits.
+    """
+    mro = type(timing).__mro__
+    owner = next((c for c in mro if name in vars(c)), None)
+    if owner is None:
+        return None
+    pricer = next((c for c in mro if "pass_time_ms" in vars(c)), None)
+    if pricer is not None and not issubclass(owner, pricer):
+        return None
+    method: Callable[..., Any] = getattr(timing, name)
+    return method
+
+
 def decode_run_times_ms(timing: TimingModel, run: DecodeRun) -> npt.NDArray[np.float64]:
     """Durations of every pass of ``run``, in ms: ``timing.decode_run_ms(run)`` when the model
     has that batch method, else one :meth:`TimingModel.pass_time_ms` call per pass.
 
     Both must give, pass for pass, the number ``pass_time_ms`` gives for that pass's shape.
     """
-    batch = getattr(timing, "decode_run_ms", None)
+    batch = model_method(timing, "decode_run_ms")
     if batch is not None:
         out = np.asarray(batch(run), dtype=np.float64)
         if out.shape != (run.passes,):

@@ -224,7 +224,7 @@ class FixedTiming:
         """
         role = shape.role
         if len(shape.scheduled) <= SMALL_PASS_ENTRIES:
-            return self._small_pass_ms(
+            return self.pass_time_ms_lists(
                 shape.computed.tolist(),
                 shape.prompt_length.tolist(),
                 shape.output_before.tolist(),
@@ -258,7 +258,7 @@ class FixedTiming:
         model it does not depend on the batch."""
         return float(self.prefill_ms) * False + float(self.decode_ms) * (role != "prefill")
 
-    def _small_pass_ms(
+    def pass_time_ms_lists(
         self,
         computed: list[int],
         prompts: list[int],
@@ -266,7 +266,8 @@ class FixedTiming:
         samples: list[bool],
         role: str,
     ) -> float:
-        """:meth:`pass_time_ms` of a pass given as plain lists (its small-pass branch).
+        """:meth:`pass_time_ms` of a pass given as plain lists (its small-pass branch): the
+        entries' ``computed``, prompt lengths, outputs sampled before and whether each samples.
 
         Engines call it directly for passes of at most ``SMALL_PASS_ENTRIES`` entries, which
         saves building a :class:`PassShape`; the result is the same number.
