@@ -9,6 +9,7 @@ These are the recipes documented in ``docs/how-to/use-the-clock-in-tests.md``.
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import Callable
 from typing import Any
 
@@ -27,6 +28,12 @@ def pytest_asyncio_loop_factories(
 def anyio_backend() -> tuple[str, dict[str, Any]]:
     return simclock.testing.anyio_backend()
 
+
+# A shell starts background jobs with SIGINT ignored, and processes inherit that: Ctrl-C
+# would then never reach the runs that the interruption tests stop (in this process, or in a
+# child, which starts with the signal ignored too). The suite runs as from a terminal.
+if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 # Runs of pytest inside the tests (pytester, subprocesses) load only the plugins they ask for
 # beside the installed ones: pytest-benchmark, where installed, warns under xdist, and those
