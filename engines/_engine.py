@@ -627,7 +627,10 @@ class Engine:
         self._wake.clear()
         await self._wake.wait()
 
-    def _reserve(self, now_ns: int) -> None:
+    def _reserve(self, now_ns: int) -> bool:
+        """Make the reservations the free blocks allow, in queue order; return whether one
+        was made for a waiting transfer (:meth:`reserved`)."""
+        woke = False
         for s in self._core.process_reservations(now_ns):
             reservation = Reservation(
                 s.rid,
@@ -641,6 +644,8 @@ class Engine:
             waiter = self._reservation_waiters.pop(s.rid, None)
             if waiter is not None and not waiter.done():
                 waiter.set_result(reservation)
+                woke = True
+        return woke
 
     async def run(self) -> None:
         """The engine coroutine; returns after :meth:`close` once nothing is left to do.
@@ -683,8 +688,10 @@ class Engine:
             else:
                 await instant_end(priority=index, waiter=waiter)
             now = clock.time_ns()
-            if core.reservations:
-                self._reserve(now)
+            if core.reservations and self._reserve(now):
+                # a transfer may complete at the instant of its reservation (zero time):
+                # transfer completions come before the pass that starts then (§3.1)
+                await instant_end(priority=index, waiter=waiter)
             if (
                 self.macro_stepping
                 and core.running

@@ -98,3 +98,22 @@ def test_bandwidth_unset_means_instant_transfer_and_latency_is_added() -> None:
     slow = replay([request("a")], example_d(latency_ms=2.5), PDPolicy()).requests[0]
     assert slow.handoff is not None
     assert slow.handoff.transfer_ms == pytest.approx(2.5 + 5.36870912)
+
+
+def test_a_transfer_of_nothing_completes_at_its_reservation_and_joins_the_pass_then() -> None:
+    """§3.1: transfer completions come before the pass that starts at the same instant. ``b``
+    repeats ``a``'s block-aligned prompt, whose 16 blocks stay cached on the decode worker:
+    its transfer moves nothing, so it completes at the decode-side reservation, a pass
+    boundary of the decode worker (busy with ``c``), and ``b`` is admitted in that pass."""
+    a = request("a", p=1024, n=10)
+    c = request("c", p=64, n=300, ids=(9,))
+    b = request("b", at_ms=300.0, p=1024, n=10)
+    result = replay([a, c, b], example_d(), PDPolicy())
+    h = result.requests[2].handoff
+    assert h is not None and result.requests[2].request_id == "b"
+    assert (h.decode_reused_tokens, h.transfer_tokens, h.transfer_ms) == (1024, 0, 0.0)
+    reserved = h.destination_reserved_ms
+    assert reserved is not None and reserved > h.prefill_done_ms  # a decode pass boundary
+    assert h.transfer_done_ms == reserved
+    assert h.decode_admit_ms == reserved  # not one decode pass (10 ms) later
+    assert round(result.requests[2].ttft_ms or 0, 6) == round(reserved + 10.0 - 300.0, 6)
