@@ -372,6 +372,21 @@ class Driver:
         """``max_virtual_time_s`` in ns (the caller stops the engines there), or None."""
         return self._deadline_ns
 
+    def request(self, request_id: str) -> Request | None:
+        """Return request ``request_id`` as the driver runs it, or None if it holds no such one.
+
+        The driver holds a play instance's requests (ids ``P#k/...``, content ids moved) and
+        its warm-up requests from the instance's start. It holds a workload request while it
+        is in the run: a run at the workload's timestamps takes a request that waits for its
+        time only in when it is released, and lets a settled request outside a play go.
+        Once the run has ended, the request is looked for in the report (linear time).
+        """
+        unit = self._units.get(request_id)
+        if unit is None and self._final is not None:
+            # the ended run let its units go; its report holds every request it ran
+            unit = next((o for o in self._final.requests if o.request_id == request_id), None)
+        return None if unit is None else unit.request
+
     def start(self) -> None:
         """Start :meth:`run` as a task of the running loop."""
         if self._task is None:
