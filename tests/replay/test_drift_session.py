@@ -43,8 +43,8 @@ def _call(t: float, out: int) -> dict[str, Any]:
     }
 
 
-@pytest.fixture
-def workload(tmp_path: Path) -> Workload:
+def cancel_workload(folder: Path) -> Workload:
+    """The one-play WEKA workload of example d, written to ``folder``."""
     play = {
         "id": "p1",
         "models": ["m"],
@@ -52,9 +52,14 @@ def workload(tmp_path: Path) -> Workload:
         "hash_id_scope": "local",
         "requests": [_call(10 * i, 2000 if i == 3 else 5) for i in range(5)],
     }
-    path = tmp_path / "ex.json"
+    path = folder / "ex.json"
     path.write_text(json.dumps(play))
     return read_weka(path)
+
+
+@pytest.fixture
+def workload(tmp_path: Path) -> Workload:
+    return cancel_workload(tmp_path)
 
 
 @pytest.fixture
