@@ -119,7 +119,7 @@ class DriverReport:
 
     def counts(self) -> dict[str, int]:
         """Requests per terminal status (every status listed, zeros included)."""
-        out = dict.fromkeys(TERMINAL_STATUSES, 0)
+        out: dict[str, int] = dict.fromkeys(TERMINAL_STATUSES, 0)
         for outcome in self.requests:
             out[outcome.status] += 1
         return out
