@@ -42,6 +42,7 @@ from ._modes import Profile as Profile
 from ._mooncake import read_mooncake as read_mooncake
 from ._mooncake import read_mooncake_delta as read_mooncake_delta
 from ._outcomes import Outcomes as Outcomes
+from ._outcomes import TerminalStatus as TerminalStatus
 from ._plays import Snapshot as Snapshot
 from ._plays import instance_requests as instance_requests
 from ._plays import preparation_requests as preparation_requests
@@ -108,6 +109,7 @@ __all__ = (
     "SubagentGroup",
     "SyntheticRequests",
     "SyntheticSpec",
+    "TerminalStatus",
     "Tolerated",
     "TraceFormatError",
     "Uniform",

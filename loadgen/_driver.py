@@ -1,10 +1,9 @@
 """The release driver: hands requests on at their release times (REFERENCE-workloads §1.1, §4, §5).
 
 The driver knows no engine. It releases requests through a ``submit(request)`` callback
-and learns what became of them through :meth:`Driver.on_terminal` (and, for
-information, :meth:`Driver.on_started`), which the replay layer calls from the engines'
-journal. It runs on the virtual clock (``simclock``), so it must live inside a running
-:class:`simclock.VirtualEventLoop`.
+and learns what became of them through :meth:`Driver.on_terminal`, which the replay layer
+calls from the engines' journal. It runs on the virtual clock (``simclock``), so it must
+live inside a running :class:`simclock.VirtualEventLoop`.
 """
 
 from __future__ import annotations
@@ -14,7 +13,6 @@ import heapq
 import itertools
 from array import array
 from collections.abc import Callable, Sequence
-from typing import Literal
 
 import attrs
 import numpy as np
@@ -38,8 +36,6 @@ __all__ = (
     "PlayOutcome",
     "RequestOutcome",
 )
-
-Status = Literal["completed", "rejected", "cancelled", "incomplete", "skipped", "never_issued"]
 
 _WAITER = "loadgen:driver"
 _NS_PER_MS = 1_000_000
@@ -119,7 +115,7 @@ class DriverReport:
 
     def counts(self) -> dict[str, int]:
         """Requests per terminal status (every status listed, zeros included)."""
-        out = dict.fromkeys(TERMINAL_STATUSES, 0)
+        out: dict[str, int] = dict.fromkeys(TERMINAL_STATUSES, 0)
         for outcome in self.requests:
             out[outcome.status] += 1
         return out
@@ -255,10 +251,11 @@ def _outcome(unit: _Unit | RequestOutcome) -> RequestOutcome:
 class Driver:
     """Releases a workload's requests on the virtual clock, by their arrival rules.
 
-    Build it with the workload and a ``submit`` callback, start it inside the running
-    loop (:meth:`start`, or await :meth:`run`), and report every request's fate with
-    :meth:`on_terminal`. It satisfies the replay runner's releaser seam: ``finished``,
-    ``start()``, ``on_terminal()``, ``stop()``.
+    Build it with the workload and a ``submit`` callback, await :meth:`run` inside the
+    running loop (as a task of its own), and report every request's fate with
+    :meth:`on_terminal`. The replay runner uses ``run()``, ``on_terminal()``, ``stop()``,
+    ``finished`` and ``deadline_ns``; a replay session uses ``request()``; ``report()``
+    gives the accounting so far.
 
     State machine of a request: *waiting* (for dependencies, a session slot, a lane or
     the warm-up barrier) → *due* (queued at its release time) → *released* (handed to
@@ -271,7 +268,7 @@ class Driver:
         submit: called with each request at its release instant.
         mode: the load mode and stop rules.
         rng: randomness for re-timing roots (``mode.arrivals``); the caller derives it
-            from the run seed (stream ``arrivals``).
+            from the run seed (stream ``driver``: ``replay.SEED_STREAMS``).
         seed: the run seed (default for ``mode.snapshot_seed``).
         quiescent: for the warm-up barrier: returns True when every engine is idle
             (nothing waiting or running, no transfer in flight).
@@ -297,14 +294,12 @@ class Driver:
     _heap: list[tuple[int, tuple[int, int], int, _Unit]] = attrs.field(factory=list, init=False)
     _sequence: int = attrs.field(default=0, init=False)
     _waker: asyncio.Future[None] | None = attrs.field(default=None, init=False)
-    _task: asyncio.Task[DriverReport] | None = attrs.field(default=None, init=False)
     _released: int = attrs.field(default=0, init=False)
     _in_flight: int = attrs.field(default=0, init=False)
     _closed: bool = attrs.field(default=False, init=False)
     _no_more_releases: bool = attrs.field(default=False, init=False)
     _error: BaseException | None = attrs.field(default=None, init=False)
     _plays: list[_PlayRun] = attrs.field(factory=list, init=False)
-    _play_by_id: dict[str, Play] = attrs.field(factory=dict, init=False)
     _starts: dict[str, int] = attrs.field(factory=dict, init=False)
     _content_next: int = attrs.field(default=0, init=False)
     _cursor: int = attrs.field(default=0, init=False)
@@ -338,9 +333,8 @@ class Driver:
         if mode.lanes is not None and not self.workload.plays:
             raise WorkloadConfigError("lanes: the workload has no plays")
         if mode.arrivals is not None and self.rng is None:
-            raise WorkloadConfigError("arrivals: needs an rng (the run's 'arrivals' stream)")
+            raise WorkloadConfigError("arrivals: needs an rng (the run's 'driver' stream)")
         self._speedup = mode.speedup
-        self._play_by_id = {p.id: p for p in self.workload.plays}
         top = 0
         for play in self.workload.plays:
             top = max(top, play.content_ids[1])
@@ -372,20 +366,26 @@ class Driver:
         """``max_virtual_time_s`` in ns (the caller stops the engines there), or None."""
         return self._deadline_ns
 
-    def start(self) -> None:
-        """Start :meth:`run` as a task of the running loop."""
-        if self._task is None:
-            self._task = asyncio.get_running_loop().create_task(self.run(), name=_WAITER)
+    def request(self, request_id: str) -> Request | None:
+        """Return request ``request_id`` as the driver runs it, or None if it holds no such one.
+
+        The driver holds a play instance's requests (ids ``P#k/...``, content ids moved) and
+        its warm-up requests from the instance's start. It holds a workload request while it
+        is in the run: a run at the workload's timestamps takes a request that waits for its
+        time only in when it is released, and lets a settled request outside a play go.
+        Once the run has ended, the request is looked for in the report (linear time).
+        """
+        unit = self._units.get(request_id)
+        if unit is None and self._final is not None:
+            # the ended run let its units go; its report holds every request it ran
+            unit = next((o for o in self._final.requests if o.request_id == request_id), None)
+        return None if unit is None else unit.request
 
     def stop(self) -> None:
         """Release nothing more and settle the accounts now (in flight → incomplete)."""
         if not self._closed:
             self._close(simclock.now_ns())
         self._wake()
-
-    def on_started(self, request_id: str) -> None:
-        """An engine started working on a released request (informational)."""
-        del request_id
 
     def on_terminal(self, request_id: str, status: str) -> None:
         """A released request reached a terminal state.

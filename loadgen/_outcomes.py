@@ -11,7 +11,7 @@ equal to the ones the driver would have kept.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal, get_args
 
 import attrs
 import numpy as np
@@ -20,19 +20,35 @@ import numpy.typing as npt
 from ._built_on_read import BuiltOnRead
 from ._request import Request
 
-__all__ = ("TERMINAL_STATUSES", "OutcomeLedger", "Outcomes", "RequestOutcome")
+__all__ = (
+    "TERMINAL_STATUSES",
+    "OutcomeLedger",
+    "Outcomes",
+    "RequestOutcome",
+    "TerminalStatus",
+)
 
-TERMINAL_STATUSES: tuple[str, ...] = (
+TerminalStatus = Literal[
     "completed",
     "rejected",
-    "cancelled",
+    "unplaced",
     "incomplete",
+    "failed",
+    "cancelled",
     "skipped",
     "never_issued",
-)
-"""Every request ends with exactly one of these (§4.4)."""
+]
+"""The one terminal state each request ends in.
 
-_CODE = {status: code for code, status in enumerate(TERMINAL_STATUSES, start=1)}
+The release driver settles ``completed``, ``rejected``, ``cancelled``, ``incomplete``,
+``skipped`` and ``never_issued`` (§4.4); the replay report also tells ``unplaced`` (the
+policy never placed it) and ``failed`` (its engine failed) from ``rejected``.
+"""
+
+TERMINAL_STATUSES: tuple[TerminalStatus, ...] = get_args(TerminalStatus)
+"""Every terminal status, in the order reports list them (``replay`` exports this tuple)."""
+
+_CODE: dict[str, int] = {status: code for code, status in enumerate(TERMINAL_STATUSES, start=1)}
 # An instant column's None.
 _NONE = np.iinfo(np.int64).min
 

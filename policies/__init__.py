@@ -39,6 +39,7 @@ from ._runtime import Placement as Placement
 from ._runtime import Policy as Policy
 from ._runtime import PolicyContext as PolicyContext
 from ._runtime import PolicyRuntime as PolicyRuntime
+from ._runtime import RequestStatus as RequestStatus
 from ._runtime import RequestStream as RequestStream
 from ._runtime import policy_name as policy_name
 
@@ -64,6 +65,7 @@ __all__ = (
     "PolicyHookError",
     "PolicyRuntime",
     "Random",
+    "RequestStatus",
     "RequestStream",
     "RoundRobin",
     "RuntimePoisonedError",

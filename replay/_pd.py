@@ -63,11 +63,11 @@ from policies import (
     Policy,
     PolicyContext,
     PolicyRuntime,
+    RequestStatus,
     RequestStream,
     pd_policy,
     policy_name,
 )
-from policies._runtime import RequestStatus
 
 from ._config import ConfigError, ReplayConfig
 from ._exceptions import ReplayError

@@ -22,7 +22,9 @@ __all__ = ("Progress", "ProgressMode", "format_virtual_time", "make_progress")
 ProgressMode = Literal["auto", "plain", "none"]
 """``--progress``: ``auto`` shows progress on a terminal only, ``plain`` always, ``none`` never."""
 
-_TERMINAL_KINDS = frozenset({EventKind.FINISHED, EventKind.REJECTED, EventKind.FAILED})
+_TERMINAL_KINDS = frozenset(
+    {EventKind.FINISHED, EventKind.REJECTED, EventKind.FAILED, EventKind.CANCELLED}
+)
 
 
 def format_virtual_time(time_ns: int) -> str:
@@ -99,7 +101,7 @@ class Progress:
 
         Args:
             virtual_time_ns: the virtual time reached.
-            done: requests that ended (completed, rejected or failed).
+            done: requests that ended (completed, rejected, failed or cancelled).
             completed: requests that completed.
         """
         self.virtual_time_ns = max(self.virtual_time_ns, virtual_time_ns)

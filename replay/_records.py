@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, get_args
+from typing import Any, Literal
 
 import attrs
 
 import simclock
 from engines import RequestTrace, TokenTimes
-from loadgen import Request, RequestOutcome, lineage_to_json
+from loadgen import TERMINAL_STATUSES, Request, RequestOutcome, TerminalStatus, lineage_to_json
 
 from ._metrics import SLO
 from ._token_times_ms import TokenTimesMs
@@ -32,21 +32,6 @@ __all__ = (
     "TokenTimesMode",
     "request_json",
 )
-
-TerminalStatus = Literal[
-    "completed",
-    "rejected",
-    "unplaced",
-    "incomplete",
-    "failed",
-    "cancelled",
-    "skipped",
-    "never_issued",
-]
-"""The one terminal state each request ends in."""
-
-TERMINAL_STATUSES: tuple[TerminalStatus, ...] = get_args(TerminalStatus)
-"""Every terminal status, in the order the report lists them."""
 
 
 # Statuses only the release driver knows: a request it cancelled, skipped or never issued.

@@ -4,7 +4,7 @@ Wiring, all on one virtual clock::
 
     release driver ──submit──► (tokenizer stage) ──► PolicyRuntime ──dispatch──► engines
           ▲                                                                        │
-          └──── on_started / on_terminal ◄──── journal (lifecycle events) ◄────────┘
+          └──────── on_terminal ◄─────────── journal (lifecycle events) ◄────────┘
                                                          └──► policy hooks
 
 The run ends when every request of the workload is terminal (or can never be released), when a

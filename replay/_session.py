@@ -35,7 +35,7 @@ import attrs
 
 import simclock
 from engines import Engine, EventKind, Journal, LifecycleEvent, RequestTrace
-from loadgen import LoadMode, Workload
+from loadgen import LoadMode, Request, Workload
 from policies import Policy
 from simclock import get_logger, log_context
 
@@ -71,7 +71,9 @@ _EVENT_ALIASES: dict[str, EventKind] = {
     "dispatch_abort": EventKind.ABORTED,
     "failure": EventKind.FAILED,
 }
-_TERMINAL = frozenset({EventKind.FINISHED, EventKind.REJECTED, EventKind.FAILED})
+_TERMINAL = frozenset(
+    {EventKind.FINISHED, EventKind.REJECTED, EventKind.FAILED, EventKind.CANCELLED}
+)
 _STATE_OF: dict[EventKind, str] = {
     EventKind.ARRIVED: "routing",
     EventKind.TOKENIZED: "routing",
@@ -90,6 +92,7 @@ _STATE_OF: dict[EventKind, str] = {
     EventKind.FINISHED: "completed",
     EventKind.REJECTED: "rejected",
     EventKind.FAILED: "failed",
+    EventKind.CANCELLED: "cancelled",
 }
 
 
@@ -251,8 +254,8 @@ class RequestState:
         request_id: the request.
         state: ``"pending"`` (not released yet), ``"routing"`` (with the policy),
             ``"offered"``, ``"committed"``, ``"waiting"``, ``"running"``,
-            ``"awaiting_decode"``, ``"transferring"``, ``"completed"``, ``"rejected"`` or
-            ``"failed"``.
+            ``"awaiting_decode"``, ``"transferring"``, ``"completed"``, ``"rejected"``,
+            ``"failed"`` or ``"cancelled"``.
         engine: the engine of its last engine event, if any.
         history: its lifecycle events so far, except per-token ones (the token times are in
             ``trace.token_times_ns``).
@@ -775,7 +778,7 @@ class ReplaySession:
             request_id: a request of the workload.
             state: an event kind (or its value: ``"arrived"``, ``"queued"``,
                 ``"admitted"``, ``"first_token"``, ``"preempted"``, ``"finished"``, ...), or
-                ``"terminal"`` for any of finished, rejected and failed.
+                ``"terminal"`` for any of finished, rejected, failed and cancelled.
 
         Returns:
             A ``"request"`` stop whose ``events`` hold the matching event (at once, with the
@@ -783,10 +786,9 @@ class ReplaySession:
             ``"breakpoint"`` stop, or ``"finished"``.
 
         Raises:
-            ValueError: the request is not in the workload, or ``state`` is unknown.
+            ValueError: the request is not in the run, or ``state`` is unknown.
         """
-        if request_id not in self._run.prepared.positions:
-            raise ValueError(f"no request {request_id!r} in the workload")
+        self._run_request(request_id)
         self._need_history("request stops")
         kinds = _TERMINAL if state == "terminal" else frozenset({_event_kind(state)})
         label = "terminal" if state == "terminal" else _event_kind(state).value
@@ -996,10 +998,9 @@ class ReplaySession:
         """Stop after any event of ``request_id`` (or only events of ``kinds``).
 
         Raises:
-            ValueError: the request is not in the workload, or a kind is unknown.
+            ValueError: the request is not in the run, or a kind is unknown.
         """
-        if request_id not in self._run.prepared.positions:
-            raise ValueError(f"no request {request_id!r} in the workload")
+        self._run_request(request_id)
         resolved = frozenset(_event_kind(k) for k in kinds)
         names = "any event" if not resolved else "/".join(sorted(k.value for k in resolved))
         return self._add(
@@ -1103,14 +1104,31 @@ class ReplaySession:
         journal.sync()
         return journal.traces.get(request_id)
 
+    def _run_request(self, request_id: str) -> Request:
+        """The request ``request_id`` of the run: a workload request, or one the release
+        driver has taken in (a started play instance's, a warm-up request)."""
+        prepared = self._run.prepared
+        position = prepared.positions.get(request_id)
+        if position is not None:
+            return prepared.requests[position]
+        request = self._run.driver.request(request_id)
+        if request is None:
+            where = "the workload"
+            if self._run.load.lanes is not None:
+                where += " or in the play instances started so far"
+            raise ValueError(f"no request {request_id!r} in {where}")
+        return request
+
     def request(self, request_id: str) -> RequestState:
         """Return request ``request_id`` as it is now.
 
+        ``request_id`` names a request of the workload or, with lanes, a request of a play
+        instance started so far (``P#k/...``, a warm-up request).
+
         Raises:
-            ValueError: the request is not in the workload.
+            ValueError: the request is not in the run.
         """
-        if request_id not in self._run.prepared.positions:
-            raise ValueError(f"no request {request_id!r} in the workload")
+        self._run_request(request_id)
         self._need_history("request states")
         last = self._last_kind.get(request_id)
         state = "pending" if last is None else _STATE_OF[last[0]]
@@ -1129,12 +1147,9 @@ class ReplaySession:
         """Prompt tokens of ``request_id`` each engine holds cached now, by engine index.
 
         Raises:
-            ValueError: the request is not in the workload.
+            ValueError: the request is not in the run.
         """
-        position = self._run.prepared.positions.get(request_id)
-        if position is None:
-            raise ValueError(f"no request {request_id!r} in the workload")
-        request = self._run.prepared.requests[position]
+        request = self._run_request(request_id)
         context = self._run.runtime.context
         return tuple(context.prefix_overlap_tokens(request, e.index) for e in self._run.engines)
 

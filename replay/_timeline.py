@@ -20,7 +20,7 @@ trace events as they happen, keeping only what the timeline needs (not the event
 - counters per engine: ``requests`` (``waiting``, ``running``) and ``kv_blocks`` (``used``),
   sampled from the engines' read-only views when an event touches the engine (once per
   instant for token events);
-- instants for preemptions, rejections, dispatch aborts and failures.
+- instants for preemptions, rejections, dispatch aborts, failures and cancellations.
 
 Times are microseconds (``ts``, ``dur``) computed from integer nanoseconds. The output is
 deterministic: the same run gives the same bytes. Filters (a virtual time window, a set of
@@ -334,6 +334,9 @@ class TimelineRecorder:
         elif kind is EventKind.FAILED:
             self._close(rid, t)
             self._instant(t, ROUTER_PID if engine is None else engine + 1, "failed", event)
+        elif kind is EventKind.CANCELLED:
+            self._close(rid, t)
+            self._instant(t, ROUTER_PID if engine is None else engine + 1, "cancelled", event)
         if engine is not None and kind is not EventKind.PREFILL_CHUNK:
             self._sample(engine, t)
 

@@ -113,7 +113,9 @@ PUBLIC = tuple(loadgen.__all__)
 CALLABLES = tuple(
     name
     for name in PUBLIC
-    if callable(getattr(loadgen, name)) and _signature(getattr(loadgen, name)) is not None
+    if callable(getattr(loadgen, name))
+    and typing.get_origin(getattr(loadgen, name)) is None  # not a Literal or a union alias
+    and _signature(getattr(loadgen, name)) is not None
 )
 CLASSES = tuple(
     name
@@ -223,6 +225,7 @@ def test_every_public_member_and_its_parameters_are_named(name: str) -> None:
     [
         ("FORMATS", loadgen.FORMATS),
         ("TERMINAL_STATUSES", loadgen.TERMINAL_STATUSES),
+        ("TerminalStatus", typing.get_args(loadgen.TerminalStatus)),
         ("DATASETS", tuple(d.name for d in loadgen.DATASETS)),
     ],
 )

@@ -88,3 +88,11 @@ def test_unknown_mode_is_refused() -> None:
     with pytest.raises(ValueError) as info:
         make_progress("fancy")  # type: ignore[arg-type]
     assert str(info.value) == "progress must be auto, plain or none, not 'fancy'"
+
+
+def test_a_cancelled_request_counts_as_done() -> None:
+    out = io.StringIO()
+    progress = Progress(out, total_requests=2, wall_clock=FakeWall())
+    progress.on_event(finished(10 * S, "a"))
+    progress.on_event(LifecycleEvent(20 * S, EventKind.CANCELLED, "b", 0))
+    assert (progress.done, progress.completed) == (2, 1)
