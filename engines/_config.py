@@ -43,6 +43,10 @@ def _role(instance: object, attribute: attrs.Attribute[Any], value: object) -> N
         )
 
 
+# field metadata: echo the field only when it differs from its default (EngineConfig.as_dict)
+_ECHO_IF_SET = "simclock.echo_if_set"
+
+
 @attrs.frozen(kw_only=True)
 class EngineConfig:
     """The knobs of one engine (REFERENCE-engine §2); every field is keyword-only.
@@ -61,6 +65,10 @@ class EngineConfig:
         watermark_fraction: blocks kept free when admitting a waiting request while something
             is already scheduled in the pass (``floor(fraction * num_blocks)``), in ``[0, 1)``.
         role: ``"aggregated"``, ``"prefill"`` or ``"decode"`` (REFERENCE-engine §6).
+        admit_whole_prompt: admit a waiting request only when the blocks of its whole
+            remaining prompt (every position it still has to compute) would fit in the free
+            queue, as AISimulate's replay does; vLLM (the default, ``False``) asks for the
+            blocks of the first chunk only. Either way only the chunk's blocks are taken.
 
     Raises:
         EngineConfigError: a field has a bad value.
@@ -75,8 +83,21 @@ class EngineConfig:
     context_length: int = attrs.field(default=DEFAULT_CONTEXT_LENGTH, validator=_positive_int)
     watermark_fraction: float = attrs.field(default=0.0, validator=_fraction)
     role: Role = attrs.field(default="aggregated", validator=_role)
+    admit_whole_prompt: bool = attrs.field(
+        default=False, validator=_bool, metadata={_ECHO_IF_SET: True}
+    )
 
     @property
     def watermark_blocks(self) -> int:
         """``floor(watermark_fraction * num_blocks)``: the admission watermark in blocks."""
         return int(self.watermark_fraction * self.num_blocks)
+
+    def as_dict(self) -> dict[str, object]:
+        """The fields by name, as a run's configuration echo holds them (``config.json``).
+
+        A fidelity option left at its default is left out, so a run that does not use it
+        echoes the same configuration as before the option existed.
+        """
+        return attrs.asdict(
+            self, filter=lambda a, v: not (a.metadata.get(_ECHO_IF_SET) and v == a.default)
+        )

@@ -169,6 +169,7 @@ class EngineCore:
         self._max_seqs = config.max_num_seqs
         self._chunked = config.enable_chunked_prefill
         self._watermark = config.watermark_blocks
+        self._admit_whole = config.admit_whole_prompt
         self._kv_capacity = config.num_blocks * config.block_size
         # the model's shortcuts, where it has them (engines._pass.model_method)
         self._small_pass_ms = model_method(timing, "pass_time_ms_lists")
@@ -417,6 +418,10 @@ class EngineCore:
                 need = -(-(start + n) // e) - len(r.blocks) - len(hits)
                 if need < 0:
                     need = 0
+                if self._admit_whole:
+                    whole = -(-num_tokens // e) - len(r.blocks) - len(hits)
+                    if whole > need and not kv.can_allocate(hits, whole, wm if entries else 0):
+                        break
                 if not kv.allocate(r.blocks, hits, need, wm if entries else 0):
                     break
                 waiting.popleft()

@@ -85,6 +85,6 @@ class Aggregated:
         return {
             "type": "aggregated",
             "workers": self.workers,
-            "engine": attrs.asdict(self.engine),
+            "engine": self.engine.as_dict(),
             "timing": _timing_echo(self.timing),
         }

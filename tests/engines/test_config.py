@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
 from engines import DEFAULT_CONTEXT_LENGTH, EngineConfig, EngineConfigError
@@ -64,3 +65,15 @@ def test_bad_fields_raise_exact_messages(options: dict[str, object], message: st
 def test_fields_are_keyword_only() -> None:
     with pytest.raises(TypeError):
         EngineConfig(100)  # type: ignore[call-arg]
+
+
+def test_the_echo_leaves_out_a_fidelity_option_at_its_default() -> None:
+    plain = EngineConfig(num_blocks=10)
+    assert "admit_whole_prompt" not in plain.as_dict()
+    assert plain.as_dict() == {
+        k: v for k, v in attrs.asdict(plain).items() if k != "admit_whole_prompt"
+    }
+    assert EngineConfig(num_blocks=10, admit_whole_prompt=True).as_dict()["admit_whole_prompt"]
+    assert EngineConfig(**EngineConfig(num_blocks=10, admit_whole_prompt=True).as_dict()) == (
+        EngineConfig(num_blocks=10, admit_whole_prompt=True)
+    )

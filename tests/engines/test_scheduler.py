@@ -158,3 +158,22 @@ def test_token_events_off_still_fills_traces() -> None:
     simulate(c, [req("a", 100, 5)])
     assert token_ms(c, "a") == [50, 60, 70, 80, 90]
     assert journal.events == []
+
+
+def test_whole_prompt_admission_waits_until_the_whole_prompt_fits_in_free_blocks() -> None:
+    """E = 16, 8 blocks, a budget of 32. ``a`` (32 + 40 tokens) prefills in pass 1 and decodes
+    from 50 to 440, holding 3 to 5 blocks from its first decode step on. ``b`` (96 tokens, 6
+    blocks) arrives at 10. By default its first chunk (2 blocks) is admitted at 50 and the two
+    then preempt ``b`` twice; admitting only a prompt that fits whole, ``b`` waits for ``a``'s
+    blocks (free at 440) and prefills in three passes of 32 tokens: first token at 590."""
+    plain = make(num_blocks=8, block_size=16, max_num_batched_tokens=32)
+    whole = make(num_blocks=8, block_size=16, max_num_batched_tokens=32, admit_whole_prompt=True)
+    for c in (plain, whole):
+        simulate(c, [req("a", 32, 40), req("b", 96, 2, arrival_ms=10)])
+    assert plain.journal.traces["b"].first_admit_ns == 50 * MS
+    assert plain.journal.traces["b"].num_preemptions == 2
+    traces = whole.journal.traces
+    assert traces["a"].terminal_ns == 440 * MS
+    assert traces["b"].first_admit_ns == 440 * MS
+    assert traces["b"].num_preemptions == 0
+    assert token_ms(whole, "b") == [590, 600]

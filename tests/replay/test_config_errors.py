@@ -36,6 +36,10 @@ BIG = 10**23
             "run.toml: engine: block_size: must be an integer, got 'x'",
         ),
         (
+            '[engine]\nadmit_whole_prompt = "yes"\n',
+            "run.toml: engine: admit_whole_prompt: must be true or false, got 'yes'",
+        ),
+        (
             'timing = "fixed:prefill_ms=-1"\n',
             "run.toml: timing: fixed: prefill_ms: must be a finite number >= 0, got -1",
         ),
