@@ -1,21 +1,25 @@
 """Time one AISimulate replay; run with the interpreter of AISimulate's own environment.
 
-Usage: ``python _aisim_once.py TRACE WORKERS KV_BLOCKS`` — prints ``aisim_cpu_s SECONDS`` and
-``completed N``. It compiles AISimulate's public prediction config with the knobs of
-``bench/vs_aisimulate.py`` (vLLM scheduler, chunked prefill, block 64, prefix caching, fixed
-KV capacity, fixed pass timing 50/10 ms, trace hash ids of 512 tokens, trace timestamps at
-speedup 1, round robin) and times ``runner.run(spec)`` with per-request capture on, which
-includes AISimulate's own trace load. Kept free of simclock imports: it runs in another venv.
+Usage: ``python _aisim_once.py TRACE WORKERS KV_BLOCKS [PER_REQUEST.json]`` — prints
+``aisim_cpu_s SECONDS`` and ``completed N``, and writes AISimulate's per-request records to
+``PER_REQUEST.json`` when given (``bench/fidelity.py`` reads them). It compiles AISimulate's
+public prediction config with the knobs of ``bench/vs_aisimulate.py`` (vLLM scheduler,
+chunked prefill, block 64, prefix caching, fixed KV capacity, fixed pass timing 50/10 ms,
+trace hash ids of 512 tokens, trace timestamps at speedup 1, round robin) and times
+``runner.run(spec)`` with per-request capture on, which includes AISimulate's own trace load.
+Kept free of simclock imports: it runs in another venv.
 """
 
 from __future__ import annotations
 
+import json
 import sys
 import time
 
 
 def main() -> None:
     trace, workers, blocks = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    per_request = sys.argv[4] if len(sys.argv) > 4 else None
     from aisimulate.compiler import prediction_to_replay_spec
     from aisimulate.config.cli import CorePredictionConfig
     from aisimulate.runner import EngineReplayRunnerFactory
@@ -58,6 +62,9 @@ def main() -> None:
     finally:
         runner.close()
     report = result.metadata["native_report"]
+    if per_request is not None:
+        with open(per_request, "w") as out:
+            json.dump(report["per_request"], out)
     print(f"completed {report['completed_requests']}")
     print(f"aisim_cpu_s {cpu:.4f}")
 
