@@ -1,6 +1,7 @@
 """Cross-check: simclock's per-request results against AISimulate's, request by request.
 
-Run ``python bench/fidelity.py [--requests 2000] [--blocks 3000] [--admit-whole-prompt]``.
+Run ``python bench/fidelity.py [--requests 2000] [--blocks 3000] [--admit-whole-prompt]
+[--evict-empty-first]``.
 
 Both replay the first ``--requests`` rows of the Mooncake conversation trace on 4 aggregated
 workers of ``--blocks`` KV blocks (64 tokens), fixed pass timing 50/10 ms, chunked prefill with
@@ -8,8 +9,9 @@ workers of ``--blocks`` KV blocks (64 tokens), fixed pass timing 50/10 ms, chunk
 own pace (the configuration of ``bench/vs_aisimulate.py`` with a smaller cache, so that blocks
 run short). For every request the script compares its first-token and last-token instants, its
 number of admissions and its terminal status, and prints how many are equal and the first
-differences. ``--admit-whole-prompt`` sets ``EngineConfig(admit_whole_prompt=True)``, the
-admission rule of AISimulate's replay (docs/reference/engines.md).
+differences. ``--admit-whole-prompt`` and ``--evict-empty-first`` set those options of
+``EngineConfig``, the admission rule and the free-block order of AISimulate's replay
+(docs/reference/engines.md).
 
 AISimulate runs in its own environment (bench/README.md says how to install it; looked for as
 in ``bench/vs_aisimulate.py``).
@@ -32,7 +34,7 @@ if sys.path and Path(sys.path[0]).resolve() == HERE:
 WORKERS = 4
 
 
-def _simclock(trace: Path, blocks: int, admit_whole_prompt: bool) -> dict[int, tuple[object, ...]]:
+def _simclock(trace: Path, blocks: int, **options: bool) -> dict[int, tuple[object, ...]]:
     """simclock's results per trace row (ids ``row:N``, rows counted from 1): first token
     ms, last token ms, admissions, status."""
     from engines import EngineConfig, FixedTiming
@@ -45,7 +47,7 @@ def _simclock(trace: Path, blocks: int, admit_whole_prompt: bool) -> dict[int, t
         block_size=64,
         max_num_batched_tokens=8192,
         max_num_seqs=256,
-        admit_whole_prompt=admit_whole_prompt,
+        **options,
     )
     topology = Aggregated(
         workers=WORKERS, engine=engine, timing=FixedTiming(prefill_ms=50.0, decode_ms=10.0)
@@ -104,6 +106,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=2000)
     parser.add_argument("--blocks", type=int, default=3000)
     parser.add_argument("--admit-whole-prompt", action="store_true")
+    parser.add_argument("--evict-empty-first", action="store_true")
     parser.add_argument("--aisim-python", default=None)
     args = parser.parse_args()
     python = aisim_python(args.aisim_python)
@@ -115,13 +118,19 @@ def main() -> None:
             lines = src.read().splitlines()[: args.requests]
         trace.write_bytes(b"\n".join(lines) + b"\n")
         theirs = _aisimulate(python, trace, args.blocks)
-        mine = _simclock(trace, args.blocks, args.admit_whole_prompt)
+        mine = _simclock(
+            trace,
+            args.blocks,
+            admit_whole_prompt=args.admit_whole_prompt,
+            evict_empty_first=args.evict_empty_first,
+        )
     rows = sorted(set(mine) | set(theirs))
     differ = [i for i in rows if i not in mine or i not in theirs or not _same(mine[i], theirs[i])]
     print(
         f"{len(rows) - len(differ)} of {len(rows)} requests equal "
         f"(first token, last token, admissions, status); "
-        f"{args.blocks} blocks per worker, admit_whole_prompt={args.admit_whole_prompt}"
+        f"{args.blocks} blocks per worker, admit_whole_prompt={args.admit_whole_prompt}, "
+        f"evict_empty_first={args.evict_empty_first}"
     )
     for i in differ[:5]:
         print(f"  row {i}: simclock {mine.get(i)}  AISimulate {theirs.get(i)}")

@@ -69,6 +69,11 @@ class EngineConfig:
             remaining prompt (every position it still has to compute) would fit in the free
             queue, as AISimulate's replay does; vLLM (the default, ``False``) asks for the
             blocks of the first chunk only. Either way only the chunk's blocks are taken.
+        evict_empty_first: take free blocks that cache nothing (never used, or released
+            without a key: a partial block, an output block) before any free block holding
+            a cached prefix, which is then evicted least recently released first, as
+            AISimulate's replay does; vLLM (the default, ``False``) takes its free queue's
+            head, whatever it holds.
 
     Raises:
         EngineConfigError: a field has a bad value.
@@ -84,6 +89,9 @@ class EngineConfig:
     watermark_fraction: float = attrs.field(default=0.0, validator=_fraction)
     role: Role = attrs.field(default="aggregated", validator=_role)
     admit_whole_prompt: bool = attrs.field(
+        default=False, validator=_bool, metadata={_ECHO_IF_SET: True}
+    )
+    evict_empty_first: bool = attrs.field(
         default=False, validator=_bool, metadata={_ECHO_IF_SET: True}
     )
 

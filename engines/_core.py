@@ -153,7 +153,9 @@ class EngineCore:
         self.role = config.role
         self.block_size = config.block_size
         self.caching = config.enable_prefix_caching
-        self.kv = KVCache(config.num_blocks, config.block_size)
+        self.kv = KVCache(
+            config.num_blocks, config.block_size, empty_first=config.evict_empty_first
+        )
         self.waiting: deque[Seq] = deque()
         self.running: list[Seq] = []
         self.seqs: dict[str, Seq] = {}

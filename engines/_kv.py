@@ -8,6 +8,7 @@ tail, allocation takes the head, so cached blocks are evicted least recently rel
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Iterable
 from itertools import repeat
 
@@ -53,6 +54,8 @@ class KVCache:
             again while a copy is still cached).
         pending_kinds: per key transition not yet published, whether the key was stored.
         pending_keys: per key transition not yet published, its key.
+        empty: with ``empty_first``, the released blocks that cache nothing, oldest first:
+            they are taken before the queue (None otherwise).
     """
 
     __slots__ = (
@@ -64,6 +67,7 @@ class KVCache:
         "_top_output",
         "block_size",
         "cache",
+        "empty",
         "free_count",
         "key",
         "num_blocks",
@@ -74,8 +78,17 @@ class KVCache:
         "twins",
     )
 
-    def __init__(self, num_blocks: int, block_size: int) -> None:
-        """Create ``num_blocks`` free, unkeyed blocks queued in index order."""
+    def __init__(self, num_blocks: int, block_size: int, *, empty_first: bool = False) -> None:
+        """Create ``num_blocks`` free, unkeyed blocks queued in index order.
+
+        Args:
+            num_blocks: usable blocks.
+            block_size: token slots per block.
+            empty_first: take released blocks that cache nothing before any block of the
+                queue (AISimulate's order: blocks never used, then blocks holding nothing,
+                then cached blocks least recently released first); by default a released
+                block joins the queue whatever it holds (vLLM's free queue).
+        """
         self.num_blocks = num_blocks
         self.block_size = block_size
         self.touched = 0
@@ -95,6 +108,7 @@ class KVCache:
         # here: a key above them was never cached here
         self._top = 0
         self._top_output = 0
+        self.empty: deque[int] | None = deque() if empty_first else None
 
     # -- queries ---------------------------------------------------------------------------
 
@@ -109,8 +123,11 @@ class KVCache:
         self.pending_keys.clear()
 
     def free_blocks(self) -> list[int]:
-        """The free queue, head (next to be taken) first."""
+        """The free blocks in the order they are taken: the blocks never used, then (with
+        ``empty_first``) the released blocks that cache nothing, then the queue, head first."""
         out = list(range(self.touched, self.num_blocks))
+        if self.empty:
+            out.extend(self.empty)
         nxt = self._next
         b = self._head
         for _ in range(self.touched + 1):
@@ -282,6 +299,14 @@ class KVCache:
             blocks.extend(range(first, stop))
             self.touched = stop
         rest = need - fresh
+        empty = self.empty
+        if rest and empty:
+            ref = self.ref
+            for _ in range(min(rest, len(empty))):
+                b = empty.popleft()
+                ref[b] = 1
+                blocks.append(b)
+                rest -= 1
         if rest:
             nxt = self._next
             ref = self.ref
@@ -440,6 +465,31 @@ class KVCache:
                 nxt[tail] = -1
             self._tail = tail
             self.free_count += freed
+        if self.empty is not None and freed:
+            self._move_empty(blocks, self.empty)
+
+    def _move_empty(self, released: list[int], empty: deque[int]) -> None:
+        """Move the blocks of ``released`` that are now free and cache nothing from the queue
+        to the end of :attr:`empty`, in the order the release queued them (last first)."""
+        ref = self.ref
+        key = self.key
+        nxt = self._next
+        prv = self._prev
+        for b in reversed(released):
+            if ref[b] or key[b] != NO_KEY:
+                continue
+            p = prv[b]
+            q = nxt[b]
+            if p == -1:
+                self._head = q
+            else:
+                nxt[p] = q
+            if q == -1:
+                self._tail = p
+            else:
+                prv[q] = p
+            nxt[b] = prv[b] = -1
+            empty.append(b)
 
     def check(self) -> None:
         """Verify every invariant; raise :class:`~simclock.InternalError` on the first break.
@@ -466,8 +516,12 @@ class KVCache:
         while b != -1 and len(back) <= t:
             back.append(b)
             b = self._prev[b]
-        if back[::-1] != queued[n - t :]:
+        empties = self.empty or ()
+        if back[::-1] != queued[n - t + len(empties) :]:
             raise InternalError("free queue links disagree")
+        key, nxt, prv = self.key, self._next, self._prev
+        if any(key[b] != NO_KEY or nxt[b] != -1 or prv[b] != -1 for b in empties):
+            raise InternalError("a block taken before the queue caches something or is linked")
         in_queue = set(queued)
         for b in range(t):
             if self.ref[b] < 0:

@@ -70,9 +70,13 @@ def test_fields_are_keyword_only() -> None:
 def test_the_echo_leaves_out_a_fidelity_option_at_its_default() -> None:
     plain = EngineConfig(num_blocks=10)
     assert "admit_whole_prompt" not in plain.as_dict()
+    assert "evict_empty_first" not in plain.as_dict()
     assert plain.as_dict() == {
-        k: v for k, v in attrs.asdict(plain).items() if k != "admit_whole_prompt"
+        k: v
+        for k, v in attrs.asdict(plain).items()
+        if k not in ("admit_whole_prompt", "evict_empty_first")
     }
+    assert EngineConfig(num_blocks=10, evict_empty_first=True).as_dict()["evict_empty_first"]
     assert EngineConfig(num_blocks=10, admit_whole_prompt=True).as_dict()["admit_whole_prompt"]
     assert EngineConfig(**EngineConfig(num_blocks=10, admit_whole_prompt=True).as_dict()) == (
         EngineConfig(num_blocks=10, admit_whole_prompt=True)

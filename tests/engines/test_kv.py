@@ -256,3 +256,69 @@ def test_check_reports_a_cycle_in_the_free_queue_instead_of_walking_it_forever()
     kv._next[blocks[0]] = blocks[2]  # the queue's last block points back into the queue
     with pytest.raises(InternalError, match="cycle"):
         kv.check()
+
+
+def test_with_empty_first_a_released_block_holding_nothing_is_taken_before_a_cached_one() -> None:
+    """4 blocks. ``a`` takes 0, 1 (keys 1, 2) and ``b`` takes 2 (no key); ``a`` is released,
+    then ``b``. vLLM's queue is then 1, 0, 2 after the never-used block 3, so taking two blocks
+    evicts key 2 (block 1); taking blocks that cache nothing first, the second block is 2 and
+    nothing is evicted."""
+    plain = KVCache(4, 4)
+    empty = KVCache(4, 4, empty_first=True)
+    for kv in (plain, empty):
+        a: list[int] = []
+        b: list[int] = []
+        assert kv.allocate(a, [], 2) and kv.allocate(b, [], 1)
+        kv.register(0, 1)
+        kv.register(1, 2)
+        kv.release(a)
+        kv.release(b)
+        kv.check()
+    assert plain.free_blocks() == [3, 1, 0, 2]
+    assert empty.free_blocks() == [3, 2, 1, 0]
+    taken = {}
+    for name, kv in (("plain", plain), ("empty", empty)):
+        got: list[int] = []
+        assert kv.allocate(got, [], 2)
+        kv.check()
+        taken[name] = (got, dict(kv.cache))
+    assert taken["plain"] == ([3, 1], {1: 0})
+    assert taken["empty"] == ([3, 2], {1: 0, 2: 1})
+
+
+@settings(max_examples=200, deadline=None)
+@given(num_blocks=st.integers(1, 12), script=ops)
+def test_random_operations_keep_every_invariant_taking_empty_blocks_first(
+    num_blocks: int, script: list[tuple[str, int, int]]
+) -> None:
+    kv = KVCache(num_blocks, 4, empty_first=True)
+    owners: dict[int, list[int]] = {}
+    next_key = 1
+    for op, owner, amount in script:
+        blocks = owners.setdefault(owner, [])
+        if op in ("alloc", "grow"):
+            before = kv.free_count
+            ok = kv.allocate(blocks, [], amount)
+            assert ok == (amount <= before)
+            if ok and op == "grow":
+                for b in blocks[::2]:
+                    if kv.key[b] == 0:
+                        kv.register(b, next_key)
+                        next_key += 1
+        elif op == "share":
+            hits = kv.lookup(sorted(kv.cache)[: amount + 1])
+            if kv.can_allocate(hits, 0):
+                assert kv.allocate(blocks, hits, 0)
+        else:
+            cached_before = dict(kv.cache)
+            kv.release(blocks)
+            owners[owner] = []
+            assert kv.cache == cached_before  # a release evicts nothing
+        kv.check()
+        assert sum(kv.ref) == sum(len(v) for v in owners.values())
+        empties = list(kv.empty or ())
+        assert all(kv.key[b] == 0 for b in empties)
+    for blocks in owners.values():
+        kv.release(blocks)
+    kv.check()
+    assert kv.free_count == num_blocks

@@ -138,7 +138,7 @@ def test_file_values_and_tables_resolve(tmp_path: Path) -> None:
         '[policy]\nname = "kv_aware"\ntemperature = 0.25\n'
         '[timing]\ntype = "fixed"\nprefill_ms = 20\n'
         "[slo]\nttft = 300\ne2el = 9000\n"
-        "[engine]\nblock_size = 16\nadmit_whole_prompt = true\n"
+        "[engine]\nblock_size = 16\nadmit_whole_prompt = true\nevict_empty_first = true\n"
     )
     config = resolve_config(load_config_file(path), source=str(path))
     assert config.trace == "t.jsonl"
@@ -151,6 +151,7 @@ def test_file_values_and_tables_resolve(tmp_path: Path) -> None:
     engine = config.build_engine()
     assert engine.block_size == 16
     assert engine.admit_whole_prompt is True
+    assert engine.evict_empty_first is True
     assert engine.num_blocks == kv_blocks_for(
         "A100", "qwen3-8b", block_size=16, gpu_memory_utilization=0.8
     )

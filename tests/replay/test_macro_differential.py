@@ -167,6 +167,7 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
         enable_prefix_caching=draw(st.booleans()),
         watermark_fraction=draw(st.sampled_from([0.0, 0.0, 0.1])),
         admit_whole_prompt=draw(st.booleans()),
+        evict_empty_first=draw(st.booleans()),
     )
     return {
         "requests": requests,
