@@ -23,7 +23,7 @@ from ._intern import ContentInterner
 from ._limits import MAX_INSTANT_MS
 from ._lineage import derive_lineage
 from ._request import ArrivalRule, Lineage, requests_from_columns
-from ._rows import id_column, number_column, row_columns
+from ._rows import cells, id_column, number_column, row_columns
 from ._workload import Play, Tolerated, Workload
 
 __all__ = ("read_agentic_fast",)
@@ -62,7 +62,7 @@ def _waits(values: list[dict[str, object]], present: set[str]) -> npt.NDArray[np
         if key not in present:
             added.append(np.zeros(count, dtype=np.float64))
             continue
-        column = number_column([v.get(key) for v in values], float("inf"))
+        column = number_column(cells(values, key), float("inf"))
         if column is None:
             return None
         added.append(column.values)
@@ -78,22 +78,22 @@ def _read(data: bytes, src: str, block: int, ids: ContentInterner) -> Workload |
     del rows
     count = len(values)
     waits = _waits(values, present)
-    sessions = (
-        id_column([v.get("session_id") for v in values])
-        if "session_id" in present
-        else [None] * count
-    )
-    names = id_column([v.get("request_id") for v in values])
+    sessions = id_column(cells(values, "session_id")) if "session_id" in present else [None] * count
+    names = id_column(cells(values, "request_id"))
     if waits is None or sessions is None or names is None or None in names:
         return None
     request_names = cast(list[str], names)
-    session_names = ["main" if s is None else s for s in sessions]
+    session_names: list[str] = (
+        ["main" if s is None else s for s in sessions]
+        if None in sessions
+        else cast(list[str], sessions)
+    )
     if "#" in "\n".join(request_names) or "#" in "\n".join(session_names):
         return None
     row_of = dict(zip(request_names, range(count), strict=True))
     if len(row_of) != count:
         return None  # a duplicate request id
-    graph = _graph([v.get("wait_for") for v in values], row_of)
+    graph = _graph(cells(values, "wait_for"), row_of)
     del values  # what is left is columns
     if graph is None:
         return None
@@ -405,8 +405,16 @@ def _content(
         stream[(starts_out[row_of] + position)[kept]] = raw[kept]
         tails = np.flatnonzero(tail)
         stream[starts_out[tails] + keep[tails]] = -1 - tails  # one distinct private per row
-    element_play = np.repeat(play, sizes)
     if rows < 2 or bool((play[1:] >= play[:-1]).all()):  # plays lie in file order
+        if bool((sizes > 0).all()):
+            # Each id's play: the play steps up where its row starts, summed up (cheaper
+            # than numpy's repeat per row; needs every row to hold an id).
+            element_play = np.zeros(stream.size, dtype=np.int64)
+            element_play[np.cumsum(sizes[:-1])] = np.diff(play)
+            element_play[0] = play[0]
+            np.cumsum(element_play, out=element_play)
+        else:
+            element_play = np.repeat(play, sizes)
         interned, fresh = ids.intern_local_streams(stream, element_play, play_count)
         interned.flags.writeable = False
         return interned, fresh

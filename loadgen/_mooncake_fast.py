@@ -21,7 +21,7 @@ from ._fields import collector_paused
 from ._intern import ContentInterner
 from ._limits import MAX_INSTANT_MS
 from ._request import ArrivalRule, Identity, requests_from_columns
-from ._rows import Numbers, id_column, number_column, row_columns
+from ._rows import Numbers, cells, id_column, number_column, row_columns
 from ._workload import Tolerated, Workload
 
 __all__ = ("read_mooncake_fast",)
@@ -78,14 +78,12 @@ def _read(
     del rows
     count = len(values)
     delays = (
-        number_column([v.get("delay") for v in values], MAX_INSTANT_MS)
+        number_column(cells(values, "delay"), MAX_INSTANT_MS)
         if "delay" in present
         else _absent(count)
     )
     sessions: list[str | None] | None = (
-        id_column([v.get("session_id") for v in values])
-        if "session_id" in present
-        else [None] * count
+        id_column(cells(values, "session_id")) if "session_id" in present else [None] * count
     )
     del values  # what is left is columns
     if delays is None or sessions is None:

@@ -33,6 +33,7 @@ __all__ = (
     "ALIASES",
     "Numbers",
     "RowColumns",
+    "cells",
     "id_column",
     "int_column",
     "number_column",
@@ -277,6 +278,12 @@ def _id_lists(column: list[object]) -> tuple[Ids, Ids] | None:
     flat = list(chain.from_iterable(lists))
     raw = int_column(flat, 0, 2**63 - 1) if flat else np.empty(0, dtype=np.int64)
     return None if raw is None else (counts, raw)
+
+
+def cells(values: list[dict[str, object]], key: str) -> list[object]:
+    """Each row's value of ``key`` (None where absent): ``[v.get(key) for v in values]``
+    in a C loop."""
+    return list(map(dict.get, values, repeat(key)))
 
 
 def int_column(column: list[object], low: int, high: int) -> npt.NDArray[np.int64] | None:
