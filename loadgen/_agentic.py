@@ -62,6 +62,7 @@ def read_agentic(
     Raises:
         TraceFormatError: a bad record, an unknown or self dependency, a duplicate id or
             a dependency cycle, with the ids named.
+        WorkloadConfigError: a bad source label or block size.
     """
     src = check_source(source if source is not None else source_label(path))
     block = check_block_size(block_size)

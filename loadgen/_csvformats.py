@@ -213,6 +213,7 @@ def read_azure(
 
     Raises:
         TraceFormatError: a bad header or row.
+        WorkloadConfigError: a bad source label or block size.
     """
     src, block, ids = _setup(path, source, block_size, interner)
     fast = read_csv_fast("azure", _bytes(path), src, block, ids)
@@ -332,6 +333,7 @@ def read_vidur(
 
     Raises:
         TraceFormatError: a bad header or row.
+        WorkloadConfigError: a bad source label or block size.
     """
     src, block, ids = _setup(path, source, block_size, interner)
     fast = read_csv_fast("vidur", _bytes(path), src, block, ids)

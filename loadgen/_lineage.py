@@ -51,7 +51,8 @@ def derive_lineage(candidates: Mapping[str, Sequence[str]]) -> LineageResult:
 
     Args:
         candidates: conversation id -> distinct candidate parents (conversation ids of
-            the same play). Every candidate must itself be a key.
+            the same play). A candidate that is not a key leaves its conversation, and
+            every conversation below it, without lineage.
 
     Returns:
         The lineages and the number of parent links followed.

@@ -303,8 +303,9 @@ def generate_synthetic(
 
     Args:
         spec: what to generate.
-        seed: the run seed (or a SeedSequence); streams ``arrivals, lengths, prefix,
-            think`` are its first four children.
+        seed: an int or a ``SeedSequence`` whose first four children are the streams
+            ``arrivals, lengths, prefix, think`` (a replay passes its run seed's
+            ``workload`` stream, ``replay.SEED_STREAMS``).
         interner: the run's content interner (default: a fresh one).
         lazy: keep the requests as columns (a :class:`SyntheticRequests`), each built when
             read, instead of a tuple of them: the same sequence, in about a tenth of the
@@ -312,6 +313,10 @@ def generate_synthetic(
 
     Returns:
         The workload, session by session (``syn:<i>``, or ``syn:s<i>/<k>`` in sessions).
+
+    Raises:
+        WorkloadConfigError: a drawn value passes a limit (an arrival past the clock's
+            range, for example).
     """
     sequence = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
     arrivals_rng, lengths_rng, prefix_rng, think_rng = (
