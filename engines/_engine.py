@@ -39,6 +39,9 @@ __all__ = (
     "Tentative",
 )
 
+# the detail of an offer that became a tentative placement (one tuple for every offer)
+_TENTATIVE: tuple[tuple[str, object], ...] = (("outcome", "tentative"),)
+
 
 @attrs.frozen(eq=False)
 class Tentative:
@@ -391,13 +394,9 @@ class Engine:
         refused = self._core.rejection(request)
         if refused is not None:
             reason, message = refused
-            self.journal.record(
-                LifecycleEvent(now, EventKind.OFFERED, rid, self.index, (("outcome", reason),))
-            )
+            self.journal.mark(now, EventKind.OFFERED, rid, self.index, (("outcome", reason),))
             return Rejection(self.index, rid, reason, message)
-        self.journal.record(
-            LifecycleEvent(now, EventKind.OFFERED, rid, self.index, (("outcome", "tentative"),))
-        )
+        self.journal.mark(now, EventKind.OFFERED, rid, self.index, _TENTATIVE)
         self._serial += 1
         tentative = Tentative(self.index, request, self._serial)
         self._offers[tentative.serial] = tentative
@@ -434,7 +433,7 @@ class Engine:
         else:
             core.enqueue(s)
         try:
-            self.journal.record(LifecycleEvent(now, EventKind.COMMITTED, s.rid, self.index))
+            self.journal.mark(now, EventKind.COMMITTED, s.rid, self.index)
             self.journal.record(
                 LifecycleEvent(now, EventKind.QUEUED, s.rid, self.index, (("role", self.role),))
             )

@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterable
 
 import attrs
 
+from simclock import InternalError
+
 from ._tokentimes import TokenTimes
 
 __all__ = ("Admission", "EventKind", "Journal", "LifecycleEvent", "RequestTrace")
@@ -299,6 +301,9 @@ _APPLY: dict[EventKind, Callable[[RequestTrace, LifecycleEvent], None]] = {
 
 
 #: ``_APPLY`` keyed by the kind's value: hashing an enum member runs Python code, a str's not.
+#: The kinds whose events change no trace (what :meth:`Journal.mark` takes).
+_TRACELESS = frozenset(kind._value_ for kind, apply in _APPLY.items() if apply is _nothing)
+
 _APPLY_BY_VALUE: dict[str, Callable[[RequestTrace, LifecycleEvent], None]] = {
     kind._value_: apply for kind, apply in _APPLY.items()
 }
@@ -420,6 +425,36 @@ class Journal:
             status = trace.terminal_status or "none"
             self.forgotten[status] = self.forgotten.get(status, 0) + 1
         return trace
+
+    def mark(
+        self,
+        time_ns: int,
+        kind: EventKind,
+        request_id: str,
+        engine: int | None = None,
+        detail: tuple[tuple[str, object], ...] = (),
+    ) -> None:
+        """:meth:`record` an event of a kind that changes no trace (``OFFERED``,
+        ``COMMITTED``, ``ABORTED``), made only when it is kept or watched.
+
+        Otherwise the request's trace is made if it has none, as :meth:`record` does, and
+        :meth:`_marked` is told of the kind.
+
+        Raises:
+            simclock.InternalError: ``kind`` changes traces (use :meth:`record`).
+        """
+        if self.keep_events or self._watch_all or kind._value_ in self._watched:
+            self.record(LifecycleEvent(time_ns, kind, request_id, engine, detail))
+            return
+        if kind._value_ not in _TRACELESS:
+            raise InternalError(f"{kind._value_} events change traces: record them")
+        if request_id not in self.traces:
+            self.traces[request_id] = RequestTrace(request_id)
+        self._marked(kind._value_)
+
+    def _marked(self, name: str) -> None:
+        """An event of kind ``name`` was marked and not made (:meth:`mark`); a journal that
+        counts events counts it here."""
 
     def record(self, event: LifecycleEvent) -> None:
         """Apply ``event`` to its trace, keep it, and tell the subscribers.

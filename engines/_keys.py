@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
-from itertools import repeat
-from operator import and_, lshift, or_
+from itertools import compress, count, repeat
+from operator import and_, lshift, ne, or_
 from typing import Protocol
 
 import attrs
@@ -55,6 +55,9 @@ MEMO_LIMIT = 4096
 #: Donor tags :meth:`BlockKeyer.remember` keeps (the most recently remembered): donors only
 #: save work, keys never depend on them.
 DONOR_LIMIT = 65536
+
+# Content-id runs up to this long are compared as lists in shared_prefix (numpy beyond).
+_SMALL_COMPARE = 64
 
 #: The keys a keyer holds before it first looks for keys to forget: below this many it never
 #: does (a run that interns fewer pays nothing). After a look it waits until it holds twice
@@ -672,8 +675,14 @@ class BlockKeyer:
                 continue
             donor_ids, donor_keys = donor[1], donor[2]
             m = min(ids.size, donor_ids.size)
-            differ = np.flatnonzero(ids[:m] != donor_ids[:m])
-            common = int(differ[0]) if differ.size else m
+            if m <= _SMALL_COMPARE:
+                # a few ids: plain lists compare faster than numpy's calls cost
+                mine = ids[:m].tolist()
+                theirs = donor_ids[:m].tolist()
+                common = m if mine == theirs else next(compress(count(), map(ne, mine, theirs)))
+            else:
+                differ = np.flatnonzero(ids[:m] != donor_ids[:m])
+                common = int(differ[0]) if differ.size else m
             n = min(full, len(donor_keys), common * t // block_size)
             if n > len(best):
                 best = donor_keys[:n]

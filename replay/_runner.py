@@ -97,6 +97,11 @@ class RunJournal(Journal):
         if name in _TERMINAL_NAMES and self.on_terminal:
             self.on_terminal(event)
 
+    def _marked(self, name: str) -> None:
+        """Count an event that was marked, not made (:meth:`engines.Journal.mark`)."""
+        counts = self._counts
+        counts[name] = counts.get(name, 0) + 1
+
     def event_counts(self) -> Mapping[str, int]:
         """Events recorded through :meth:`record`, by kind name (per-token events that the
         engines fold directly into traces are not counted)."""

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import attrs
+import pytest
 
 from engines import Admission, EngineConfig, EventKind, FixedTiming, Journal, LifecycleEvent
+from replay._runner import RunJournal
+from simclock import InternalError
 
 from .sim import core, req, simulate
 
@@ -142,3 +145,32 @@ def test_an_engine_watched_for_finishes_only_records_the_same_traces() -> None:
         assert attrs.asdict(watched.journal.traces[rid]) == attrs.asdict(plain.journal.traces[rid])
     assert len(plain.journal.traces["a"].token_times_ns) == 5
     assert sorted(finished) == [(rid, plain.journal.traces[rid].terminal_ns) for rid in ("a", "b")]
+
+
+def test_a_marked_event_is_made_only_when_kept_or_watched() -> None:
+    quiet = Journal(keep_events=False)
+    quiet.mark(5, EventKind.OFFERED, "a", 0, (("outcome", "tentative"),))
+    assert quiet.events == []
+    assert quiet.traces["a"].request_id == "a"  # made, as record makes it
+    kept = Journal()
+    kept.mark(5, EventKind.COMMITTED, "a", 1)
+    assert kept.events == [LifecycleEvent(5, EventKind.COMMITTED, "a", 1)]
+    seen: list[LifecycleEvent] = []
+    watched = Journal(keep_events=False)
+    watched.subscribe(seen.append, kinds=[EventKind.OFFERED])
+    watched.mark(7, EventKind.OFFERED, "b", 2, (("outcome", "busy"),))
+    watched.mark(7, EventKind.COMMITTED, "b", 2)  # not watched: not made
+    assert seen == [LifecycleEvent(7, EventKind.OFFERED, "b", 2, (("outcome", "busy"),))]
+
+
+def test_marking_a_kind_that_changes_traces_is_an_internal_error() -> None:
+    with pytest.raises(InternalError, match=r"^finished events change traces: record them$"):
+        Journal(keep_events=False).mark(5, EventKind.FINISHED, "a", 0)
+
+
+def test_the_run_journal_counts_marked_events() -> None:
+    journal = RunJournal(keep_events=False)
+    journal.mark(1, EventKind.OFFERED, "a", 0)
+    journal.mark(1, EventKind.COMMITTED, "a", 0)
+    journal.record(LifecycleEvent(1, EventKind.QUEUED, "a", 0))
+    assert journal.event_counts() == {"committed": 1, "offered": 1, "queued": 1}
