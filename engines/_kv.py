@@ -219,20 +219,10 @@ class KVCache:
                     ref[b] = 1
                 self.free_count -= evictable
             elif evictable:
-                nxt = self._next
-                prv = self._prev
+                unlink = self._unlink
                 for b, r in zip(hits, refs, strict=True):
-                    if r == 0:  # a released block: unlink it from the queue
-                        p = prv[b]
-                        q = nxt[b]
-                        if p == -1:
-                            self._head = q
-                        else:
-                            nxt[p] = q
-                        if q == -1:
-                            self._tail = p
-                        else:
-                            prv[q] = p
+                    if r == 0:  # a released block: out of the queue
+                        unlink(b)
                     ref[b] = r + 1
                 self.free_count -= evictable
             else:
@@ -473,23 +463,27 @@ class KVCache:
         to the end of :attr:`empty`, in the order the release queued them (last first)."""
         ref = self.ref
         key = self.key
-        nxt = self._next
-        prv = self._prev
         for b in reversed(released):
             if ref[b] or key[b] != NO_KEY:
                 continue
-            p = prv[b]
-            q = nxt[b]
-            if p == -1:
-                self._head = q
-            else:
-                nxt[p] = q
-            if q == -1:
-                self._tail = p
-            else:
-                prv[q] = p
-            nxt[b] = prv[b] = -1
+            self._unlink(b)
+            self._next[b] = self._prev[b] = -1
             empty.append(b)
+
+    def _unlink(self, b: int) -> None:
+        """Take block ``b`` out of the queue (its own links are left as they were)."""
+        nxt = self._next
+        prv = self._prev
+        p = prv[b]
+        q = nxt[b]
+        if p == -1:
+            self._head = q
+        else:
+            nxt[p] = q
+        if q == -1:
+            self._tail = p
+        else:
+            prv[q] = p
 
     def check(self) -> None:
         """Verify every invariant; raise :class:`~simclock.InternalError` on the first break.
