@@ -582,13 +582,19 @@ class Engine:
             )
         self._kick()
 
-    def cancel(self, request_id: str) -> bool:
+    def cancel(self, request_id: str, *, record: bool = True) -> bool:
         """The client cancelled ``request_id``: drop it from this engine now.
 
         Wherever the request is (waiting, running, held, reserved), it leaves the queues, its
         blocks are freed (they stay cached) and ``CANCELLED`` is recorded, its terminal
         event; a pass in flight that includes it commits without it. Offline cancellation is
         immediate (REFERENCE-workloads §5.7).
+
+        Args:
+            request_id: the request.
+            record: record ``CANCELLED``; False when another engine that held the request
+                records it (a P/D request held by a prefill engine and reserved on a decode
+                engine ends once).
 
         Returns:
             True if the request was on this engine, False otherwise (nothing recorded).
@@ -603,9 +609,10 @@ class Engine:
             waiter.set_exception(
                 EngineError(f"request {request_id!r} on engine {self.index} was cancelled")
             )
-        self.journal.record(
-            LifecycleEvent(simclock.now_ns(), EventKind.CANCELLED, request_id, self.index)
-        )
+        if record:
+            self.journal.record(
+                LifecycleEvent(simclock.now_ns(), EventKind.CANCELLED, request_id, self.index)
+            )
         self._kick()
         return True
 

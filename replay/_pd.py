@@ -563,6 +563,7 @@ class _Handoff:
     held: bool = False
     reserved: bool = False
     task: asyncio.Task[None] | None = None
+    cancelled: bool = False
 
 
 class _Inspector:
@@ -699,7 +700,12 @@ class PDRuntime:
         # an event per token.
         self.journal.subscribe(
             self._on_event,
-            kinds=(EventKind.PREFILL_DONE, EventKind.REJECTED, EventKind.FAILED),
+            kinds=(
+                EventKind.PREFILL_DONE,
+                EventKind.REJECTED,
+                EventKind.FAILED,
+                EventKind.CANCELLED,
+            ),
         )
         self.prefill.start()
         self.decode.start()
@@ -827,6 +833,16 @@ class PDRuntime:
                     self._flush(), name="pd:handoff"
                 )
                 self._flush_task.add_done_callback(self._task_done)
+        elif kind is EventKind.CANCELLED:
+            # The engines dropped the request wherever it was (held on the prefill side,
+            # reserved on the decode side) and freed its blocks: nothing is left to undo, and
+            # its handoff stops where it is.
+            stopped = self._handoffs.get(event.request_id)
+            if stopped is not None:
+                stopped.cancelled = True
+                stopped.held = stopped.reserved = False
+                if stopped.task is not None and not stopped.task.done():
+                    stopped.task.cancel()
         elif kind is EventKind.REJECTED or kind is EventKind.FAILED:
             # The request ended before its handoff: release what it still holds, at once.
             ended = self._handoffs.get(event.request_id)
@@ -846,6 +862,8 @@ class PDRuntime:
         self._batch.clear()
         for _, _, rid in batch:
             handoff = self._handoffs[rid]
+            if handoff.cancelled:
+                continue
             if self._stopped:
                 self._stop_handoff(rid)
             elif self.order == "source_first":

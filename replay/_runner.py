@@ -309,7 +309,8 @@ class _Run:
         """The driver cancelled ``request_id`` (a profile's grace ended): drop it now."""
         found = False
         for engine in self.engines:
-            found = engine.cancel(request_id) or found
+            # the first engine that holds it records its one CANCELLED event
+            found = engine.cancel(request_id, record=not found) or found
         if not found:
             # With the policy or the tokenizer, on no engine: it ends here.
             self.journal.record(
