@@ -74,6 +74,10 @@ class EngineConfig:
             a cached prefix, which is then evicted least recently released first, as
             AISimulate's replay does; vLLM (the default, ``False``) takes its free queue's
             head, whatever it holds.
+        reserve_one_per_pass: decode role: make at most one reservation per pass boundary
+            (an idle engine makes the next one at once), as AISimulate's replay does; by
+            default (``False``) every queued reservation the free blocks allow is made at
+            each boundary.
 
     Raises:
         EngineConfigError: a field has a bad value.
@@ -92,6 +96,9 @@ class EngineConfig:
         default=False, validator=_bool, metadata={_ECHO_IF_SET: True}
     )
     evict_empty_first: bool = attrs.field(
+        default=False, validator=_bool, metadata={_ECHO_IF_SET: True}
+    )
+    reserve_one_per_pass: bool = attrs.field(
         default=False, validator=_bool, metadata={_ECHO_IF_SET: True}
     )
 

@@ -707,14 +707,16 @@ class EngineCore:
 
         Each reservation pins the resident prefix of the prompt's full blocks and takes
         ``ceil(P/E) - hit_blocks`` fresh blocks. Stops at the first request lacking blocks or
-        a running slot (``running + waiting + reserved >= max_num_seqs``).
+        a running slot (``running + waiting + reserved >= max_num_seqs``), and after one
+        reservation with ``reserve_one_per_pass``.
 
         Returns:
             The requests reserved now, in order.
         """
         done: list[Seq] = []
         e = self.block_size
-        while self.reservations:
+        one = self.config.reserve_one_per_pass
+        while self.reservations and not (one and done):
             s = self.reservations[0]
             if (
                 len(self.running) + len(self.waiting) + len(self.reserved)

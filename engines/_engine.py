@@ -197,6 +197,7 @@ class Engine:
     _serial: int = attrs.field(default=0, init=False, repr=False)
     _closed: bool = attrs.field(default=False, init=False, repr=False)
     _started: bool = attrs.field(default=False, init=False, repr=False)
+    _reserved_one: bool = attrs.field(default=False, init=False, repr=False)
     _pass: Pass | None = attrs.field(default=None, init=False, repr=False)
     _wake: asyncio.Event = attrs.field(factory=asyncio.Event, init=False, repr=False)
     _kv_subscribers: list[KVCallback] = attrs.field(factory=list, init=False, repr=False)
@@ -637,7 +638,9 @@ class Engine:
         """Make the reservations the free blocks allow, in queue order; return whether one
         was made for a waiting transfer (:meth:`reserved`)."""
         woke = False
-        for s in self._core.process_reservations(now_ns):
+        made = self._core.process_reservations(now_ns)
+        self._reserved_one = bool(made) and self.config.reserve_one_per_pass
+        for s in made:
             reservation = Reservation(
                 s.rid,
                 self.index,
@@ -729,6 +732,8 @@ class Engine:
             plan = core.schedule(now)
             if plan is None:
                 self._publish(now)
+                if self._reserved_one and core.reservations:
+                    continue  # idle: the next reservation is made at once, in a turn of its own
                 if core.has_work() or not self._closed:
                     await self._idle()
                 continue

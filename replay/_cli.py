@@ -137,8 +137,8 @@ config file (--config run.toml or run.json): a table with the same keys as the o
   policy, timing, gpu, model, seed, slo, output_dir), plus
   gpu_memory_utilization and an [engine] table of engine settings (num_blocks, block_size,
   max_num_batched_tokens, max_num_seqs, enable_chunked_prefill, enable_prefix_caching,
-  context_length, watermark_fraction, admit_whole_prompt, evict_empty_first), and a
-  [workload] table: load-mode keys (speedup,
+  context_length, watermark_fraction, admit_whole_prompt, evict_empty_first,
+  reserve_one_per_pass), and a [workload] table: load-mode keys (speedup,
   concurrency, arrivals, target_rate, max_requests, max_sessions, max_virtual_time_s, lanes,
   snapshots, snapshot_seed, warmup, warmup_repeats, profile), reader options (block_size,
   source, nested_basis, subagent_join, pacing, failures), and synthetic (a spec string or a

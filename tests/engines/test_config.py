@@ -74,8 +74,9 @@ def test_the_echo_leaves_out_a_fidelity_option_at_its_default() -> None:
     assert plain.as_dict() == {
         k: v
         for k, v in attrs.asdict(plain).items()
-        if k not in ("admit_whole_prompt", "evict_empty_first")
+        if k not in ("admit_whole_prompt", "evict_empty_first", "reserve_one_per_pass")
     }
+    assert EngineConfig(num_blocks=10, reserve_one_per_pass=True).as_dict()["reserve_one_per_pass"]
     assert EngineConfig(num_blocks=10, evict_empty_first=True).as_dict()["evict_empty_first"]
     assert EngineConfig(num_blocks=10, admit_whole_prompt=True).as_dict()["admit_whole_prompt"]
     assert EngineConfig(**EngineConfig(num_blocks=10, admit_whole_prompt=True).as_dict()) == (

@@ -222,9 +222,10 @@ def test_long_decodes_jump_and_views_agree_at_every_sampled_instant() -> None:
     assert result.meta.events_processed * 2 < passes
 
 
+@pytest.mark.parametrize("one_reservation", [False, True])
 @pytest.mark.parametrize("policy", ["round_robin", "kv_aware"])
 @pytest.mark.parametrize("order", ["source_first", "destination_first"])
-def test_pd_topologies_match_in_both_orders(order: str, policy: str) -> None:
+def test_pd_topologies_match_in_both_orders(order: str, policy: str, one_reservation: bool) -> None:
     from replay import Disaggregated, KVLink
 
     rng = np.random.default_rng(5)
@@ -244,7 +245,9 @@ def test_pd_topologies_match_in_both_orders(order: str, policy: str) -> None:
         prefill_workers=1,
         decode_workers=2,
         prefill_engine=EngineConfig(num_blocks=300, block_size=64),
-        decode_engine=EngineConfig(num_blocks=300, block_size=64),
+        decode_engine=EngineConfig(
+            num_blocks=300, block_size=64, reserve_one_per_pass=one_reservation
+        ),
         prefill_timing=FixedTiming(prefill_ms=30.0, decode_ms=10.0),
         decode_timing=FixedTiming(prefill_ms=30.0, decode_ms=10.0),
         link=KVLink(kv_bytes_per_token=262144.0, bandwidth_gbps=50.0),

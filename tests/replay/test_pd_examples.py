@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
-from engines import ModelArch
+from engines import EngineConfig, ModelArch
 from policies import PDPolicy
 from replay import KVLink
 
@@ -117,3 +118,29 @@ def test_a_transfer_of_nothing_completes_at_its_reservation_and_joins_the_pass_t
     assert h.transfer_done_ms == reserved
     assert h.decode_admit_ms == reserved  # not one decode pass (10 ms) later
     assert round(result.requests[2].ttft_ms or 0, 6) == round(reserved + 10.0 - 300.0, 6)
+
+
+@pytest.mark.parametrize("one", [False, True])
+def test_one_reservation_per_decode_pass_boundary_delays_the_second_by_one_pass(one: bool) -> None:
+    """``c`` keeps the one decode worker busy (passes at 50.34 + 10k ms). ``a`` and ``b``
+    (1,000 tokens, 16 blocks, 5.37 ms on the link) finish prefill at 150 on prefill workers 1
+    and 0; the handoff orders them by prefill worker, so ``b`` is queued first. By default
+    both reserve at the boundary 150.34 and are admitted at 160.34 (first token 170.34);
+    with ``reserve_one_per_pass`` ``a`` waits for the boundary 160.34 (first token 180.34)."""
+    topology = attrs.evolve(
+        example_d(prefill_workers=2),
+        decode_engine=EngineConfig(num_blocks=10_000, reserve_one_per_pass=one),
+    )
+    requests = [
+        request("c", p=64, n=100, ids=(9,)),
+        request("a", at_ms=100.0, ids=(1, 2)),
+        request("b", at_ms=100.0, ids=(3, 4)),
+    ]
+    result = replay(requests, topology, PDPolicy())
+    by_id = {r.request_id: r for r in result.requests}
+    reserved = {rid: by_id[rid].handoff.destination_reserved_ms for rid in ("a", "b")}  # type: ignore[union-attr]
+    first = {rid: round(by_id[rid].first_token_ms or 0, 6) for rid in ("a", "b")}
+    assert reserved["b"] == 150.335544
+    assert first["b"] == 170.335544
+    assert reserved["a"] == (160.335544 if one else 150.335544)
+    assert first["a"] == (180.335544 if one else 170.335544)
