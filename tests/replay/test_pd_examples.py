@@ -144,3 +144,17 @@ def test_one_reservation_per_decode_pass_boundary_delays_the_second_by_one_pass(
     assert first["b"] == 170.335544
     assert reserved["a"] == (160.335544 if one else 150.335544)
     assert first["a"] == (180.335544 if one else 170.335544)
+
+
+def test_an_idle_decode_engine_makes_one_reservation_after_the_other_at_once() -> None:
+    """With ``reserve_one_per_pass`` and nothing running on the decode worker, ``a`` and
+    ``b`` (prefill done at 150 on two workers) are both reserved at 150, one turn apart."""
+    topology = attrs.evolve(
+        example_d(prefill_workers=2),
+        decode_engine=EngineConfig(num_blocks=10_000, reserve_one_per_pass=True),
+    )
+    requests = [request("a", at_ms=100.0, ids=(1, 2)), request("b", at_ms=100.0, ids=(3, 4))]
+    result = replay(requests, topology, PDPolicy())
+    handoffs = [r.handoff for r in result.requests]
+    assert [h.destination_reserved_ms for h in handoffs if h is not None] == [150.0, 150.0]
+    assert [r.status for r in result.requests] == ["completed", "completed"]
