@@ -443,7 +443,7 @@ class Journal:
         Raises:
             simclock.InternalError: ``kind`` changes traces (use :meth:`record`).
         """
-        if self.keep_events or self._watch_all or kind._value_ in self._watched:
+        if self.wants(kind):
             self.record(LifecycleEvent(time_ns, kind, request_id, engine, detail))
             return
         if kind._value_ not in _TRACELESS:

@@ -10,7 +10,8 @@ from engines import EventKind, LifecycleEvent
 from policies import RoundRobin
 from replay import ReplaySession, TimelineRecorder, timeline_from_events
 
-from .test_drift_session import CALL_3, LOAD, TOPOLOGY, cancel_workload
+from .cancel_play import CALL_3, LOAD, cancel_workload
+from .test_drift_session import TOPOLOGY
 from .timeline_checks import check_timeline
 
 MS = 1_000_000

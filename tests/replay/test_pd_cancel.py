@@ -4,22 +4,15 @@ run ends cleanly with no block held (REFERENCE-workloads §5.7)."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from loadgen import LoadMode, Profile, read_weka
 from policies import PDPolicy
 from replay import run
 
+from .cancel_play import CALL_3, CALL_4, LOAD, cancel_workload
 from .pd_helpers import KeepingPD, clean, example_d, statuses
-
-
-def _call(t: float, out: int) -> dict[str, Any]:
-    return {"t": t, "type": "n", "model": "m", "in": 128, "out": out, "api_time": 1,
-            "hash_ids": [1, 2]}  # fmt: skip
 
 
 @pytest.mark.parametrize(
@@ -35,23 +28,10 @@ def _call(t: float, out: int) -> dict[str, Any]:
 def test_a_request_cancelled_in_its_handoff_ends_cancelled_once_and_frees_everything(
     tmp_path: Path, bandwidth_gbps: float | None, order: str, transfer_done_ms: float | None
 ) -> None:
-    # The play of tests/replay/test_profile_cancel.py: call 3 is released at 1,665.12 ms and
-    # is still in flight at the end of the grace (8 s); call 4 waits for it.
-    play = {
-        "id": "p1",
-        "models": ["m"],
-        "block_size": 64,
-        "hash_id_scope": "local",
-        "requests": [_call(10 * i, 2000 if i == 3 else 5) for i in range(5)],
-    }
-    path = tmp_path / "ex.json"
-    path.write_text(json.dumps(play))
+    # cancel_play: call 3 is still in flight at the end of the grace (8 s); call 4 waits for it
     topology = KeepingPD(example_d(bandwidth_gbps=bandwidth_gbps, order=order))
-    load = LoadMode(
-        lanes=1, snapshots=True, snapshot_seed=42, profile=Profile(duration_s=5.0, grace_s=3.0)
-    )
-    result = run(read_weka(path), topology=topology, policy=PDPolicy(), seed=0, load=load)
-    assert statuses(result) == {"ex:p1#0/main/3": "cancelled", "ex:p1#0/main/4": "never_issued"}
+    result = run(cancel_workload(tmp_path), topology=topology, policy=PDPolicy(), seed=0, load=LOAD)
+    assert statuses(result) == {CALL_3: "cancelled", CALL_4: "never_issued"}
     cancelled = result.requests[0]
     assert cancelled.terminal_ms == 8000.0
     assert cancelled.handoff is not None

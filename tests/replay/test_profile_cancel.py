@@ -3,28 +3,15 @@ the engines, and the run ends when the release driver returns (REFERENCE-workloa
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from engines import EngineConfig, FixedTiming
-from loadgen import LoadMode, Profile, read_weka
 from policies import RoundRobin
 from replay import Aggregated, run
 
-
-def _call(t: float, out: int) -> dict[str, Any]:
-    return {
-        "t": t,
-        "type": "n",
-        "model": "m",
-        "in": 128,
-        "out": out,
-        "api_time": 1,
-        "hash_ids": [1, 2],
-    }
+from .cancel_play import LOAD, cancel_workload
 
 
 def test_requests_in_flight_at_the_end_of_the_grace_are_cancelled(tmp_path: Path) -> None:
@@ -33,25 +20,13 @@ def test_requests_in_flight_at_the_end_of_the_grace_are_cancelled(tmp_path: Path
     # 1,665.12 ms. It asks for 2,000 tokens (20 s of decode at 10 ms a step): still in flight
     # at the cutoff (5 s) and at the end of the grace (8 s), where it is cancelled; call 4,
     # waiting for it, is never issued.
-    play = {
-        "id": "p1",
-        "models": ["m"],
-        "block_size": 64,
-        "hash_id_scope": "local",
-        "requests": [_call(10 * i, 2000 if i == 3 else 5) for i in range(5)],
-    }
-    path = tmp_path / "ex.json"
-    path.write_text(json.dumps(play))
-    workload = read_weka(path)
+    workload = cancel_workload(tmp_path)
     topology = Aggregated(
         workers=1,
         engine=EngineConfig(num_blocks=100),
         timing=FixedTiming(prefill_ms=50.0, decode_ms=10.0),
     )
-    load = LoadMode(
-        lanes=1, snapshots=True, snapshot_seed=42, profile=Profile(duration_s=5.0, grace_s=3.0)
-    )
-    result = run(workload, topology=topology, policy=RoundRobin(), seed=0, load=load)
+    result = run(workload, topology=topology, policy=RoundRobin(), seed=0, load=LOAD)
     statuses = {r.request_id: r.status for r in result.requests}
     assert statuses == {"ex:p1#0/main/3": "cancelled", "ex:p1#0/main/4": "never_issued"}
     cancelled = result.requests[0]
