@@ -40,7 +40,7 @@ WORKERS = 4
 def _simclock(trace: Path, blocks: int, pd: bool, **options: bool) -> dict[int, tuple[object, ...]]:
     """simclock's results per trace row (ids ``row:N``, rows counted from 1): first token
     ms, last token ms, admissions, status."""
-    from engines import EngineConfig, FixedTiming
+    from engines import EngineConfig, FixedTiming, VLLMScheduler
     from loadgen import LoadMode, read_mooncake
     from policies import PDPolicy, RoundRobin
     from replay import Aggregated, Disaggregated, KVLink, run
@@ -50,7 +50,11 @@ def _simclock(trace: Path, blocks: int, pd: bool, **options: bool) -> dict[int, 
         block_size=64,
         max_num_batched_tokens=8192,
         max_num_seqs=256,
-        **options,
+        scheduler=VLLMScheduler(
+            admit_whole_prompt=options.get("admit_whole_prompt", False),
+            evict_empty_first=options.get("evict_empty_first", False),
+        ),
+        reserve_one_per_pass=options.get("reserve_one_per_pass", False),
     )
     timing = FixedTiming(prefill_ms=50.0, decode_ms=10.0)
     workload = read_mooncake(trace, source="row")

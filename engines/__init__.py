@@ -11,6 +11,9 @@ from ._catalog import kv_bytes_per_token as kv_bytes_per_token
 from ._catalog import model_arch as model_arch
 from ._config import DEFAULT_CONTEXT_LENGTH as DEFAULT_CONTEXT_LENGTH
 from ._config import EngineConfig as EngineConfig
+from ._core import EngineCore as EngineCore
+from ._core import Pass as Pass
+from ._core import Seq as Seq
 from ._engine import Engine as Engine
 from ._engine import EngineSnapshot as EngineSnapshot
 from ._engine import EngineView as EngineView
@@ -35,6 +38,9 @@ from ._kv import KVCache as KVCache
 from ._pass import PassShape as PassShape
 from ._pass import Role as Role
 from ._pass import TimingModel as TimingModel
+from ._scheduler import SCHEDULERS as SCHEDULERS
+from ._scheduler import EngineScheduler as EngineScheduler
+from ._scheduler import Scheduler as Scheduler
 from ._timing import FixedTiming as FixedTiming
 from ._timing import LinearSample as LinearSample
 from ._timing import LinearTiming as LinearTiming
@@ -47,18 +53,23 @@ from ._tokenizer import Tokenization as Tokenization
 from ._tokenizer import TokenizerPool as TokenizerPool
 from ._tokenizer import TokenizerStage as TokenizerStage
 from ._tokentimes import TokenTimes as TokenTimes
+from ._vllm import VLLMRules as VLLMRules
+from ._vllm import VLLMScheduler as VLLMScheduler
 
 __all__ = (
     "DEFAULT_CONTEXT_LENGTH",
     "GPUS",
     "MODELS",
+    "SCHEDULERS",
     "Admission",
     "BlockKeyer",
     "Engine",
     "EngineClosedError",
     "EngineConfig",
     "EngineConfigError",
+    "EngineCore",
     "EngineError",
+    "EngineScheduler",
     "EngineSnapshot",
     "EngineView",
     "EventKind",
@@ -74,6 +85,7 @@ __all__ = (
     "LinearSample",
     "LinearTiming",
     "ModelArch",
+    "Pass",
     "PassShape",
     "PassTimingError",
     "PolynomialTiming",
@@ -82,6 +94,8 @@ __all__ = (
     "Reservation",
     "Role",
     "RooflineTiming",
+    "Scheduler",
+    "Seq",
     "TableTiming",
     "Tentative",
     "TimingConfigError",
@@ -90,6 +104,8 @@ __all__ = (
     "Tokenization",
     "TokenizerPool",
     "TokenizerStage",
+    "VLLMRules",
+    "VLLMScheduler",
     "fit_linear",
     "gpu_spec",
     "kv_bytes_per_token",

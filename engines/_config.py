@@ -8,6 +8,7 @@ import attrs
 
 from ._exceptions import EngineConfigError
 from ._pass import Role
+from ._scheduler import Scheduler, VLLMScheduler
 
 __all__ = ("DEFAULT_CONTEXT_LENGTH", "EngineConfig")
 
@@ -43,6 +44,14 @@ def _role(instance: object, attribute: attrs.Attribute[Any], value: object) -> N
         )
 
 
+def _scheduler(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
+    if not isinstance(value, Scheduler):
+        raise EngineConfigError(
+            "EngineConfig.scheduler must be a Scheduler (name, options, make_cache, bind), "
+            f"got {value!r}"
+        )
+
+
 # field metadata: echo the field only when it differs from its default (EngineConfig.as_dict)
 _ECHO_IF_SET = "simclock.echo_if_set"
 
@@ -65,15 +74,8 @@ class EngineConfig:
         watermark_fraction: blocks kept free when admitting a waiting request while something
             is already scheduled in the pass (``floor(fraction * num_blocks)``), in ``[0, 1)``.
         role: ``"aggregated"``, ``"prefill"`` or ``"decode"`` (REFERENCE-engine §6).
-        admit_whole_prompt: admit a waiting request only when the blocks of its whole
-            remaining prompt (every position it still has to compute) would fit in the free
-            queue, as AISimulate's replay does; vLLM (the default, ``False``) asks for the
-            blocks of the first chunk only. Either way only the chunk's blocks are taken.
-        evict_empty_first: take free blocks that cache nothing (never used, or released
-            without a key: a partial block, an output block) before any free block holding
-            a cached prefix, which is then evicted least recently released first, as
-            AISimulate's replay does; vLLM (the default, ``False``) takes its free queue's
-            head, whatever it holds.
+        scheduler: the batching policy deciding each pass (:class:`~engines.Scheduler`):
+            vLLM v1's rules by default (:class:`~engines.VLLMScheduler`).
         reserve_one_per_pass: decode role: make at most one reservation per pass boundary
             (an idle engine makes the next one at once), as AISimulate's replay does; by
             default (``False``) every queued reservation the free blocks allow is made at
@@ -92,12 +94,7 @@ class EngineConfig:
     context_length: int = attrs.field(default=DEFAULT_CONTEXT_LENGTH, validator=_positive_int)
     watermark_fraction: float = attrs.field(default=0.0, validator=_fraction)
     role: Role = attrs.field(default="aggregated", validator=_role)
-    admit_whole_prompt: bool = attrs.field(
-        default=False, validator=_bool, metadata={_ECHO_IF_SET: True}
-    )
-    evict_empty_first: bool = attrs.field(
-        default=False, validator=_bool, metadata={_ECHO_IF_SET: True}
-    )
+    scheduler: Scheduler = attrs.field(factory=VLLMScheduler, validator=_scheduler)
     reserve_one_per_pass: bool = attrs.field(
         default=False, validator=_bool, metadata={_ECHO_IF_SET: True}
     )
@@ -110,9 +107,18 @@ class EngineConfig:
     def as_dict(self) -> dict[str, object]:
         """The fields by name, as a run's configuration echo holds them (``config.json``).
 
-        A fidelity option left at its default is left out, so a run that does not use it
-        echoes the same configuration as before the option existed.
+        An option left at its default is left out, so a run that does not use it echoes the
+        same configuration as before the option existed; a scheduler is echoed as
+        ``{"name": ..., **options}``.
         """
-        return attrs.asdict(
-            self, filter=lambda a, v: not (a.metadata.get(_ECHO_IF_SET) and v == a.default)
-        )
+        out: dict[str, object] = {}
+        for a in attrs.fields(EngineConfig):
+            value = getattr(self, a.name)
+            if a.name == "scheduler":
+                if value == VLLMScheduler():
+                    continue
+                value = {"name": value.name, **value.options()}
+            elif a.metadata.get(_ECHO_IF_SET) and value == a.default:
+                continue
+            out[a.name] = value
+        return out

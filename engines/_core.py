@@ -1,36 +1,40 @@
-"""The engine's synchronous state machine: scheduler, commit, roles (REFERENCE-engine §3, §6).
+"""The engine's synchronous state machine: queues, KV cache, commit, roles (REFERENCE-engine
+§3, §6).
 
 :class:`EngineCore` knows nothing of the event loop: every method takes the current virtual
 time explicitly. :class:`~engines.Engine` wraps it in a coroutine and the dispatch handshake.
+Which requests a pass holds is decided by the engine's scheduler (:mod:`engines._scheduler`),
+which works on the core through the methods of its "scheduler's view" section.
 """
 
 from __future__ import annotations
 
 import math
 from collections import deque
-from operator import add, attrgetter, sub
+from operator import attrgetter
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from loadgen import Request
 from simclock import InternalError
 
-from ._config import EngineConfig
 from ._exceptions import PassTimingError
 from ._journal import EventKind, Journal, LifecycleEvent, RequestTrace
 from ._keys import (
     BlockKeyer,
     output_key,
 )
-from ._kv import KVCache
 from ._pass import PassShape, TimingModel, model_method
 from ._timing import SMALL_PASS_ENTRIES
 from ._tokentimes import TokenTimes
 
-__all__ = ("EngineCore", "Pass", "Seq")
+if TYPE_CHECKING:
+    from ._config import EngineConfig
+    from ._kv import KVCache
+    from ._scheduler import EngineScheduler
 
-#: No prefix hits (a shared empty list: ``KVCache.allocate`` only reads it).
-_NO_HITS: list[int] = []
+__all__ = ("EngineCore", "Pass", "Seq")
 
 WAITING = "waiting"
 RUNNING = "running"
@@ -121,12 +125,21 @@ class Pass:
         self.computed = computed
         self.output_before = output_before
         # the leading entries that are running requests' decode steps, scheduled together
-        # (see EngineCore._steady_columns)
+        # (see engines._vllm.VLLMRules._steady_columns)
         self.steady = 0
 
 
 class EngineCore:
-    """Scheduler + KV cache + commit of one engine, driven with explicit virtual times.
+    """Queues + KV cache + commit of one engine, driven with explicit virtual times; its
+    scheduler (``config.scheduler``, bound to it as :attr:`scheduler`) decides each pass.
+
+    What a scheduler reads and calls (the scheduler's view): the queues :attr:`waiting` and
+    :attr:`running` with their :class:`Seq` counters, :attr:`kv` (the cache the scheduler
+    made), :attr:`config`, :attr:`role`, :attr:`block_size`, :attr:`caching`,
+    :attr:`max_tokens` (the pass budget); :meth:`lookup` (cached prefix blocks of a request),
+    :meth:`cache_full` (key and register the blocks a pass fills), :meth:`refresh` (the
+    outstanding-work counters after a request's counters moved), :meth:`preempt`,
+    :meth:`record` (a lifecycle event) and :meth:`price` (time and count a planned pass).
 
     Request flow: :meth:`enqueue` (engine arrival) -> waiting -> running (admission at a pass
     start) -> finished, with preemption back to the waiting front. Prefill role: at prompt
@@ -153,9 +166,7 @@ class EngineCore:
         self.role = config.role
         self.block_size = config.block_size
         self.caching = config.enable_prefix_caching
-        self.kv = KVCache(
-            config.num_blocks, config.block_size, empty_first=config.evict_empty_first
-        )
+        self.kv: KVCache = config.scheduler.make_cache(config)
         self.waiting: deque[Seq] = deque()
         self.running: list[Seq] = []
         self.seqs: dict[str, Seq] = {}
@@ -166,29 +177,25 @@ class EngineCore:
         self.decode_outstanding = 0
         self.passes = 0
         self.busy_ns = 0
-        # the frozen config's knobs, read once per pass
-        self._max_tokens = config.max_num_batched_tokens
-        self._max_seqs = config.max_num_seqs
-        self._chunked = config.enable_chunked_prefill
-        self._watermark = config.watermark_blocks
-        self._admit_whole = config.admit_whole_prompt
-        self._kv_capacity = config.num_blocks * config.block_size
+        self.max_tokens = config.max_num_batched_tokens
+        self.kv_capacity = config.num_blocks * config.block_size
         # the model's shortcuts, where it has them (engines._pass.model_method)
         self._small_pass_ms = model_method(timing, "pass_time_ms_lists")
         self.steady_decode_ms = model_method(timing, "steady_decode_ms")
         # a running request was cancelled while a pass was being timed
         self._cancelled_in_pass = False
+        self.scheduler: EngineScheduler = config.scheduler.bind(self)
 
     # -- events ------------------------------------------------------------------------------
 
-    def _record(
+    def record(
         self, t: int, kind: EventKind, s: Seq, detail: tuple[tuple[str, object], ...] = ()
     ) -> None:
         self.journal.record(LifecycleEvent(t, kind, s.rid, self.index, detail))
 
     # -- outstanding work counters -----------------------------------------------------------
 
-    def _refresh(self, s: Seq) -> None:
+    def refresh(self, s: Seq) -> None:
         rem = s.prompt + s.num_output - s.num_computed
         if s.state == RESERVING or s.state == RESERVED:
             pf = 0  # its prompt KV comes by transfer
@@ -264,7 +271,7 @@ class EngineCore:
         s.state = WAITING
         self.seqs[s.rid] = s
         self.waiting.append(s)
-        self._refresh(s)
+        self.refresh(s)
 
     def unqueue(self, s: Seq) -> None:
         """Undo :meth:`enqueue` or :meth:`enqueue_reservation` of the newest arrival."""
@@ -280,7 +287,7 @@ class EngineCore:
 
     # -- keys and lookup ---------------------------------------------------------------------
 
-    def _extend_keys(self, s: Seq, stop: int) -> None:
+    def extend_keys(self, s: Seq, stop: int) -> None:
         """Give ``s``'s blocks keys up to ``stop``: its full prompt blocks have theirs from
         placement; a block holding output positions gets its placement's (:func:`output_key`)."""
         keys = s.keys
@@ -288,17 +295,17 @@ class EngineCore:
             first = output_key(s.serial, 0)
             keys.extend(range(first + len(keys), first + stop))
 
-    def _lookup(self, s: Seq, limit: int) -> list[int]:
+    def lookup(self, s: Seq, limit: int) -> list[int]:
         """Cached blocks for the first ``limit`` blocks of ``s`` (stops at the first miss)."""
         if not self.caching:
             return []
         keys = s.keys
-        self._extend_keys(s, limit)
+        self.extend_keys(s, limit)
         # probes up to about the first miss: often most of a prompt's blocks are new, and
         # each probe of a large cache is a memory access
         return self.kv.lookup_prefix(keys, min(limit, len(keys)))
 
-    def _cache_full(self, s: Seq, positions: int) -> None:
+    def cache_full(self, s: Seq, positions: int) -> None:
         """Key and register every block of ``s`` that ``positions`` scheduled makes full."""
         if not self.caching:
             return
@@ -307,7 +314,7 @@ class EngineCore:
         if k < full:
             keys = s.keys
             if len(keys) < full:
-                self._extend_keys(s, full)
+                self.extend_keys(s, full)
             if full - k == 1:
                 self.kv.register(s.blocks[k], keys[k])
             else:
@@ -317,209 +324,31 @@ class EngineCore:
     # -- schedule phase (§3.2) ---------------------------------------------------------------
 
     def schedule(self, now_ns: int) -> Pass | None:
-        """Plan the pass starting at ``now_ns``; all KV effects happen here.
+        """Plan the pass starting at ``now_ns`` with the engine's scheduler; all KV effects
+        happen here (:meth:`EngineScheduler.schedule <engines.EngineScheduler.schedule>`).
 
         Returns:
             The pass, priced by the timing model, or ``None`` if no token was scheduled.
         """
-        e = self.block_size
-        kv = self.kv
-        caching = self.caching
-        budget = self._max_tokens
-        running = self.running
-        entries: list[Seq]
-        sched_n: list[int]
-        comp: list[int]
-        outb: list[int]
-        prompts: list[int]
-        samples: list[bool]
-        steady = self._steady_columns() if running and self.role != "prefill" else None
-        steady_count = 0
-        if steady is None:
-            entries, sched_n, comp, outb, prompts, samples = [], [], [], [], [], []
-            nrun = len(running)
-        else:
-            # every running request took its decode step; go on to admissions
-            comp, outb, prompts = steady
-            entries = running[:]
-            nrun = len(entries)
-            sched_n = [1] * nrun
-            samples = [True] * nrun
-            budget -= nrun
-            steady_count = nrun
-            nrun = 0
-        add_entry = entries.append
-        add_n = sched_n.append
-        add_comp = comp.append
-        add_out = outb.append
-        add_prompt = prompts.append
-        add_sample = samples.append
-        # N = 0 requests never sample; on a prefill engine the hidden bootstrap token does
-        any_target = self.role == "prefill"
-        preempted = False
-        i = 0
-        # num_computed advances as each entry is scheduled: nothing later in the schedule
-        # phase reads an earlier entry's counter (a victim is never an earlier entry)
-        while i < nrun and budget > 0:
-            r = running[i]
-            c = r.num_computed
-            out = r.num_output
-            prompt = r.prompt
-            rem = prompt + out - c
-            if rem == 1:  # a decode step (budget >= 1 here)
-                n = 1
-            elif rem > budget:
-                n = budget
-            elif rem == 0:
-                i += 1
-                continue
-            else:
-                n = rem
-            end = c + n
-            blocks = r.blocks
-            if end > len(blocks) * e:
-                need = -(-end // e) - len(blocks)
-                while not kv.allocate(blocks, _NO_HITS, need):
-                    v = running.pop()
-                    self._preempt(v, now_ns)
-                    preempted = True
-                    if v is r:
-                        break
-                nrun = len(running)
-                if r.state != RUNNING:
-                    break
-            if caching and end // e > r.nkeyed:
-                self._cache_full(r, end)
-            add_entry(r)
-            add_n(n)
-            add_comp(c)
-            add_out(out)
-            add_prompt(prompt)
-            add_sample(n == rem and (any_target or r.target > 0))
-            r.num_computed = end
-            if r.pf:  # a steady decode entry (pf 0) stays at pf 0
-                self._refresh(r)
-            budget -= n
-            i += 1
-        if not preempted:
-            waiting = self.waiting
-            max_seqs = self._max_seqs
-            chunked = self._chunked
-            wm = self._watermark
-            while waiting and budget > 0 and len(running) < max_seqs:
-                r = waiting[0]
-                num_tokens = r.prompt + r.num_output
-                hits = self._lookup(r, (num_tokens - 1) // e) if r.num_computed == 0 else []
-                hit = len(hits) * e
-                start = r.num_computed + hit
-                n = num_tokens - start
-                if n > budget:
-                    if not chunked:
-                        break
-                    n = budget
-                need = -(-(start + n) // e) - len(r.blocks) - len(hits)
-                if need < 0:
-                    need = 0
-                if self._admit_whole:
-                    whole = -(-num_tokens // e) - len(r.blocks) - len(hits)
-                    if whole > need and not kv.can_allocate(hits, whole, wm if entries else 0):
-                        break
-                if not kv.allocate(r.blocks, hits, need, wm if entries else 0):
-                    break
-                waiting.popleft()
-                running.append(r)
-                r.state = RUNNING
-                if hits:
-                    r.nkeyed = len(hits)
-                r.num_computed = start
-                self._cache_full(r, start + n)
-                self._record(
-                    now_ns,
-                    EventKind.ADMITTED,
-                    r,
-                    (
-                        ("reused_tokens", hit),
-                        ("is_readmission", r.num_preemptions > 0),
-                        ("role", self.role),
-                    ),
-                )
-                add_entry(r)
-                add_n(n)
-                add_comp(start)
-                add_out(r.num_output)
-                add_prompt(r.prompt)
-                add_sample(start + n == num_tokens and (any_target or r.target > 0))
-                r.num_computed = start + n
-                self._refresh(r)
-                budget -= n
-        if not entries:
-            return None
-        plan = Pass(now_ns, entries, sched_n, comp, outb)
-        plan.steady = steady_count
-        duration = self._duration_ns(plan, prompts, samples)
-        plan.end_ns = now_ns + duration
+        return self.scheduler.schedule(now_ns)
+
+    def price(self, plan: Pass, prompts: list[int], samples: list[bool]) -> None:
+        """Price a scheduled ``plan`` with the timing model and count it: its end instant,
+        the engine's pass count and busy time, and its ``PREFILL_CHUNK`` events if wanted.
+
+        Args:
+            plan: the pass, its entries and columns filled in.
+            prompts: the prompt length of each entry.
+            samples: whether each entry samples a token at the end of the pass.
+        """
+        duration = self.duration_ns(plan, prompts, samples)
+        plan.end_ns = plan.start_ns + duration
         self.passes += 1
         self.busy_ns += duration
         if self.journal.wants(EventKind.PREFILL_CHUNK):
             self._record_chunks(plan)
-        return plan
 
-    def _steady_columns(self) -> tuple[list[int], list[int], list[int]] | None:
-        """Schedule every running request's decode step at once, or return ``None``.
-
-        Applies when every running request has sampled and has exactly one position left
-        to compute (its newest token), has no prompt work outstanding, the budget covers one
-        position each and the free queue covers every block the steps start. Then the
-        general loop of :meth:`schedule` would take each running request in order with
-        ``n = 1``, allocate a block where the step starts one, register the blocks it fills
-        and preempt nobody: this does exactly that, with list operations for the per-entry
-        columns and the per-request loop reduced to the requests at a block boundary.
-
-        Returns:
-            ``(computed, output_before, prompt_length)`` columns of the running requests,
-            whose ``num_computed`` has advanced by one; ``None`` with nothing changed.
-        """
-        running = self.running
-        k = len(running)
-        if k > self._max_tokens:
-            return None
-        comp = [r.num_computed for r in running]
-        outb = [r.num_output for r in running]
-        prompts = [r.prompt for r in running]
-        if 0 in outb or list(map(sub, map(add, prompts, outb), comp)).count(1) != k:
-            return None
-        if [r.pf for r in running].count(0) != k:
-            return None
-        e = self.block_size
-        caching = self.caching
-        # A running request holds at least ceil(c / e) blocks and, with caching, has at least
-        # its c // e full blocks keyed, so only a step from a c with c % e == 0 can need a
-        # block and only one with c % e == e - 1 can fill one; the exact conditions are then
-        # checked on those few.
-        last = e - 1
-        special = [
-            r
-            for r in [running[j] for j, c in enumerate(comp) if c % e == 0 or c % e == last]
-            if r.num_computed >= len(r.blocks) * e
-            or (caching and (r.num_computed + 1) // e > r.nkeyed)
-        ]
-        if special:
-            kv = self.kv
-            if sum(1 for r in special if r.num_computed >= len(r.blocks) * e) > kv.free_count:
-                return None
-            for r in special:
-                end = r.num_computed + 1
-                blocks = r.blocks
-                # a step past the last block starts exactly one more
-                if end > len(blocks) * e and not kv.take_one(blocks):
-                    raise InternalError(f"steady pass could not allocate for {r.rid!r}")
-                if caching and end // e > r.nkeyed:
-                    self._cache_full(r, end)
-        for r in running:
-            r.num_computed += 1
-        return comp, outb, prompts
-
-    def _duration_ns(self, plan: Pass, prompts: list[int], samples: list[bool]) -> int:
+    def duration_ns(self, plan: Pass, prompts: list[int], samples: list[bool]) -> int:
         k = len(prompts)
         small = self._small_pass_ms
         if small is not None and k <= SMALL_PASS_ENTRIES:
@@ -534,7 +363,7 @@ class EngineCore:
             np.fromiter(plan.output_before, np.int64, k),
             np.array(samples, dtype=np.bool_),
             self.role,
-            self._kv_capacity,
+            self.kv_capacity,
         )
         ms = self.timing.pass_time_ms(shape)
         if type(ms) is float and 0.0 <= ms < math.inf:
@@ -551,14 +380,14 @@ class EngineCore:
         for j, r in enumerate(plan.entries):
             n = plan.scheduled[j]
             if n > 1 or (not decode_role and plan.output_before[j] == 0):
-                self._record(
+                self.record(
                     plan.start_ns,
                     EventKind.PREFILL_CHUNK,
                     r,
                     (("tokens", n), ("computed", plan.computed[j]), ("end_ns", plan.end_ns)),
                 )
 
-    def _preempt(self, v: Seq, now_ns: int) -> None:
+    def preempt(self, v: Seq, now_ns: int) -> None:
         self.kv.release(v.blocks)
         v.blocks = []
         v.nkeyed = 0
@@ -566,8 +395,8 @@ class EngineCore:
         v.num_preemptions += 1
         v.state = WAITING
         self.waiting.appendleft(v)
-        self._refresh(v)
-        self._record(now_ns, EventKind.PREEMPTED, v, (("num_output", v.num_output),))
+        self.refresh(v)
+        self.record(now_ns, EventKind.PREEMPTED, v, (("num_output", v.num_output),))
 
     # -- commit phase (§3.4) -----------------------------------------------------------------
 
@@ -606,7 +435,7 @@ class EngineCore:
                 if out == 1 or token_events:
                     self.decode_outstanding -= sampled + 1
                     sampled = 0
-                    self._record(t, EventKind.FIRST_TOKEN if out == 1 else EventKind.TOKEN, r)
+                    self.record(t, EventKind.FIRST_TOKEN if out == 1 else EventKind.TOKEN, r)
                 else:
                     sampled += 1
                     r.times.append(t)
@@ -665,7 +494,7 @@ class EngineCore:
             self.keyer.remember(r.request, self.block_size, r.keys)
         self._drop(r)
         del self.seqs[r.rid]
-        self._record(t, EventKind.FINISHED, r, (("truncated", r.target < r.request.output_length),))
+        self.record(t, EventKind.FINISHED, r, (("truncated", r.target < r.request.output_length),))
 
     def _commit_prefill(self, plan: Pass) -> None:
         """Prefill role: a request whose prompt is done leaves running, its blocks held."""
@@ -680,7 +509,7 @@ class EngineCore:
                 self.keyer.remember(r.request, self.block_size, r.keys)
             self._drop(r)
             finished = True
-            self._record(t, EventKind.PREFILL_DONE, r)
+            self.record(t, EventKind.PREFILL_DONE, r)
         if finished:
             self.running = [r for r in self.running if r.state == RUNNING]
 
@@ -700,7 +529,7 @@ class EngineCore:
         s.state = RESERVING
         self.seqs[s.rid] = s
         self.reservations.append(s)
-        self._refresh(s)
+        self.refresh(s)
 
     def process_reservations(self, now_ns: int) -> list[Seq]:
         """Decode role: reserve blocks for the queue head(s) while they fit (§6.2).
@@ -723,7 +552,7 @@ class EngineCore:
                 >= self.config.max_num_seqs
             ):
                 break
-            hits = self._lookup(s, s.prompt // e)
+            hits = self.lookup(s, s.prompt // e)
             need = -(-s.prompt // e) - len(hits)
             if not self.kv.allocate(s.blocks, hits, need):
                 break
@@ -731,7 +560,7 @@ class EngineCore:
             s.nkeyed = len(hits)
             s.state = RESERVED
             self.reserved[s.rid] = s
-            self._record(
+            self.record(
                 now_ns,
                 EventKind.RESERVED,
                 s,
@@ -748,11 +577,11 @@ class EngineCore:
         """Decode role: the transfer of ``rid`` ended; its prompt KV is resident (§6.4)."""
         s = self.reserved.pop(rid)
         s.num_computed = s.prompt - 1
-        self._cache_full(s, s.prompt)
+        self.cache_full(s, s.prompt)
         s.state = WAITING
         self.waiting.append(s)
-        self._refresh(s)
-        self._record(now_ns, EventKind.TRANSFER_DONE, s, detail)
+        self.refresh(s)
+        self.record(now_ns, EventKind.TRANSFER_DONE, s, detail)
         return s
 
     def cancel_reservation(self, rid: str) -> Seq:

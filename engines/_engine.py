@@ -679,7 +679,7 @@ class Engine:
         self._clock = clock
         self._deadline = deadline
         journal = self.journal
-        plan_run = MacroRun.plan
+        plan_run = core.scheduler.plan_run
         plan_passes = PLAN_PASSES
         # After a commit, when nothing else can run at this instant (no ready callback, no due
         # timer, no other instant-end waiter), waiting for the instant's end would resume at
@@ -708,7 +708,7 @@ class Engine:
                 and not self._kv_subscribers
                 and not journal.wants_token_events
             ):
-                run = plan_run(core, now, self._publish, plan_passes)
+                run = plan_run(now, self._publish, plan_passes)
                 if run is not None:
                     self._run = run
                     try:

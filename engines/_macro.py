@@ -194,7 +194,7 @@ class MacroRun:
         """
         running = core.running
         k = len(running)
-        if not k or k > core._max_tokens or core.reservations:
+        if not k or k > core.max_tokens or core.reservations:
             return None
         if running[-1].pf and core.role != "decode":
             return cls._plan_chunk(core, now_ns, publish, max_passes)
@@ -254,7 +254,7 @@ class MacroRun:
                 np.array(out0, dtype=np.int64),
                 np.array(remaining, dtype=np.int64),
                 core.role,
-                core._kv_capacity,
+                core.kv_capacity,
             )
             ms = decode_run_times_ms(core.timing, run)
             first_ms = float(ms[0])
@@ -315,7 +315,7 @@ class MacroRun:
         running = core.running
         k = len(running)
         chunk = running[-1]
-        budget = core._max_tokens
+        budget = core.max_tokens
         rem = chunk.prompt + chunk.num_output - chunk.num_computed
         waiting = bool(core.waiting)
         # every share is at least budget - (k - 1): too little prompt work for a run
@@ -388,7 +388,7 @@ class MacroRun:
                 [*[out0[j] + i for j in live], chunk.num_output],
             )
             try:
-                duration = core._duration_ns(
+                duration = core.duration_ns(
                     plan, [*[prompts[j] for j in live], chunk.prompt], [*[True] * len(live), sample]
                 )
             except PassTimingError:
@@ -548,9 +548,9 @@ class MacroRun:
                     ):
                         raise InternalError(f"macro-step could not allocate a chunk of {s.rid!r}")
                     if caching and end // e > s.nkeyed:
-                        core._cache_full(s, end)
+                        core.cache_full(s, end)
                     s.num_computed = end
-                    core._refresh(s)
+                    core.refresh(s)
                     continue
                 end = c0[j] + i + 1
                 blocks = s.blocks
@@ -559,11 +559,11 @@ class MacroRun:
                 full = end // e
                 if caching and full > s.nkeyed:
                     # the step's range ends at the request's newest position, so every block
-                    # up to ``end`` is full: EngineCore._cache_full, inlined
+                    # up to ``end`` is full: EngineCore.cache_full, inlined
                     k = s.nkeyed
                     keys = s.keys
                     if len(keys) < full:
-                        core._extend_keys(s, full)
+                        core.extend_keys(s, full)
                     if full - k == 1:
                         kv.register(blocks[k], keys[k])
                     else:

@@ -26,6 +26,7 @@ from typing import Any, NoReturn, TextIO, cast
 import numpy as np
 
 import simclock
+from engines import SCHEDULERS
 from loadgen import FORMATS, Workload, detect_format, generate_synthetic, read_trace
 from policies import Policy
 from simclock import __version__
@@ -119,8 +120,9 @@ llama-3.1-8b, roofline timing, round-robin placement).
 
 _REPLAY_EPILOG = f"""\
 specs:
-  --policy and --timing take NAME[:key=value,...], e.g. kv_aware:temperature=0.5 or
-  fixed:prefill_ms=50,decode_ms=10; values are numbers, true/false, or text.
+  --policy, --timing and --scheduler take NAME[:key=value,...], e.g.
+  kv_aware:temperature=0.5 or fixed:prefill_ms=50,decode_ms=10; values are numbers,
+  true/false, or text.
   policies: {", ".join(POLICIES)}
   timing models: {", ".join(TIMINGS)}
     fixed       prefill_ms (default 50), decode_ms (default 10)
@@ -131,19 +133,22 @@ specs:
                 memory_efficiency, overhead_ms, weight_bytes, kv_bytes
     table       file=TABLE.json with prefill_tokens, prefill_ms, decode_batch,
                 decode_context, decode_ms
+  schedulers: {", ".join(SCHEDULERS)}
+    vllm        vLLM v1's rules; admit_whole_prompt, evict_empty_first (false by
+                default: true follows AISimulate's replay)
 
 config file (--config run.toml or run.json): a table with the same keys as the options
   (trace, format, topology, workers, prefill_workers, decode_workers, kv_bandwidth_gbps,
-  policy, timing, gpu, model, seed, slo, output_dir), plus
-  gpu_memory_utilization and an [engine] table of engine settings (num_blocks, block_size,
-  max_num_batched_tokens, max_num_seqs, enable_chunked_prefill, enable_prefix_caching,
-  context_length, watermark_fraction, admit_whole_prompt, evict_empty_first,
-  reserve_one_per_pass), and a [workload] table: load-mode keys (speedup,
-  concurrency, arrivals, target_rate, max_requests, max_sessions, max_virtual_time_s, lanes,
-  snapshots, snapshot_seed, warmup, warmup_repeats, profile), reader options (block_size,
-  source, nested_basis, subagent_join, pacing, failures), and synthetic (a spec string or a
-  table, instead of a trace). Options given on the command line win. The config.json of an
-  earlier run is a valid config file.
+  policy, timing, scheduler, gpu, model, seed, slo, output_dir), plus
+  gpu_memory_utilization and an [engine] table of engine settings (num_blocks,
+  block_size, max_num_batched_tokens, max_num_seqs, enable_chunked_prefill,
+  enable_prefix_caching, context_length, watermark_fraction, reserve_one_per_pass), and
+  a [workload] table: load-mode keys (speedup, concurrency, arrivals, target_rate,
+  max_requests, max_sessions, max_virtual_time_s, lanes, snapshots, snapshot_seed,
+  warmup, warmup_repeats, profile), reader options (block_size, source, nested_basis,
+  subagent_join, pacing, failures), and synthetic (a spec string or a table, instead of
+  a trace). Options given on the command line win. The config.json of an earlier run is
+  a valid config file.
 
 synthetic workloads (--synthetic SPEC): key=value pairs separated by spaces, e.g.
   "count=1000 arrivals=poisson(5) input=lognormal(12035,6909) output=300";
@@ -238,6 +243,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--timing",
         metavar="SPEC",
         help=f"pass-timing model NAME[:key=value,...] (default: {DEFAULT_TIMING})",
+    )
+    replay.add_argument(
+        "--scheduler",
+        metavar="SPEC",
+        help="engine scheduler NAME[:key=value,...] (default: vllm)",
     )
     replay.add_argument(
         "--gpu",
@@ -508,6 +518,7 @@ def _replay(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
         "kv_bandwidth_gbps": args.kv_bandwidth_gbps,
         "policy": args.policy,
         "timing": args.timing,
+        "scheduler": args.scheduler,
         "gpu": args.gpu,
         "model": args.model,
         "seed": args.seed,

@@ -43,11 +43,13 @@ import attrs
 
 import policies
 from engines import (
+    SCHEDULERS,
     EngineConfig,
     FixedTiming,
     LinearTiming,
     PolynomialTiming,
     RooflineTiming,
+    Scheduler,
     TableTiming,
     TimingModel,
     gpu_spec,
@@ -127,6 +129,7 @@ _KEYS = (
     "workload",
     "stepping",
     "token_times",
+    "scheduler",
 )
 _PD_KEYS = ("prefill_workers", "decode_workers", "kv_bandwidth_gbps")
 TOPOLOGIES: tuple[str, ...] = ("aggregated", "pd")
@@ -367,6 +370,8 @@ class ReplayConfig:
             results either way, so it is not echoed in ``config.json``.
         token_times: how ``requests.jsonl`` holds token times: ``full`` (default), ``runs``
             or ``none``; not echoed in ``config.json``.
+        scheduler: the engines' scheduler and its options (a key of
+            :data:`engines.SCHEDULERS`); None for the default (vLLM's rules, not echoed).
     """
 
     trace: str | None = None
@@ -388,6 +393,7 @@ class ReplayConfig:
     workload: Mapping[str, Any] = attrs.field(factory=dict)
     stepping: Stepping = "macro"
     token_times: TokenTimesMode = "full"
+    scheduler: ComponentSpec | None = None
     origins: Mapping[str, str] = attrs.field(factory=dict, eq=False, repr=False)
 
     def origin(self, key: str) -> str:
@@ -445,6 +451,27 @@ class ReplayConfig:
         where = f"{self.origin('timing')}: {self.timing.name}"
         return _call(where, factory, self.timing.options, self.gpu, self.model)
 
+    def build_scheduler(self) -> Scheduler | None:
+        """The engines' scheduler, or None for the default.
+
+        Raises:
+            ConfigError: an unknown scheduler or a bad option.
+        """
+        if self.scheduler is None:
+            return None
+        factory = SCHEDULERS.get(self.scheduler.name)
+        if factory is None:
+            known = ", ".join(SCHEDULERS)
+            raise ConfigError(
+                f"{self.origin('scheduler')}: unknown scheduler {self.scheduler.name!r}; "
+                f"known: {known}"
+            )
+        where = f"{self.origin('scheduler')}: {self.scheduler.name}"
+        cls = factory if isinstance(factory, type) else None
+        _check_option_types(where, cls, self.scheduler.options)
+        scheduler: Scheduler = _call(where, factory, **self.scheduler.options)
+        return scheduler
+
     def build_engine(self) -> EngineConfig:
         """The engine configuration; ``num_blocks`` defaults to what fits on the GPU.
 
@@ -457,6 +484,9 @@ class ReplayConfig:
         fields = dict(self.engine)
         where = self.origin("engine")
         _check_option_types(where, EngineConfig, fields)
+        scheduler = self.build_scheduler()
+        if scheduler is not None:
+            fields["scheduler"] = scheduler
         if "num_blocks" not in fields:
             # Validate the other fields first, so a bad block size is reported as such.
             block_size = _call(where, EngineConfig, **{**fields, "num_blocks": 1}).block_size
@@ -506,6 +536,8 @@ class ReplayConfig:
             "gpu_memory_utilization": self.gpu_memory_utilization,
             "engine": dict(self.engine),
         }
+        if self.scheduler is not None:
+            out["scheduler"] = self.scheduler.as_json()
         if self.workload:
             out["workload"] = dict(self.workload)
         return out
@@ -671,6 +703,8 @@ def resolve_config(
             kwargs[key] = _spec_from_value(value, where=where, name_key="name")
         elif key == "timing":
             kwargs[key] = _spec_from_value(value, where=where, name_key="type")
+        elif key == "scheduler":
+            kwargs[key] = _spec_from_value(value, where=where, name_key="name")
         elif key == "slo":
             kwargs[key] = _slo(value, where=where)
         elif key == "gpu_memory_utilization":
@@ -680,8 +714,13 @@ def resolve_config(
         elif key == "engine":
             if not isinstance(value, Mapping):
                 raise ConfigError(f"{where}: must be a table of EngineConfig fields")
-            known = {f.name for f in attrs.fields(EngineConfig)}
+            known = {f.name for f in attrs.fields(EngineConfig)} - {"scheduler"}
             for name in value:
+                if name == "scheduler":
+                    raise ConfigError(
+                        f"{where}: scheduler: not an engine field; set the top-level "
+                        "scheduler key (or --scheduler)"
+                    )
                 if name not in known:
                     raise ConfigError(
                         f"{where}: {name}: unknown engine field; known: {', '.join(sorted(known))}"

@@ -34,6 +34,10 @@ activated at 55.3687 ms
 TTFT 65.3687 ms, E2E 155.3687 ms
 tokens: 10; KV blocks used: 0, 0
 """,
+    "engine_scheduler.py": """\
+vllm: long TTFT 160 ms, mid TTFT 254 ms, short TTFT 253 ms
+shortest_prompt_first: long TTFT 160 ms, mid TTFT 259 ms, short TTFT 183 ms
+""",
 }
 
 

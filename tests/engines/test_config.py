@@ -5,7 +5,7 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from engines import DEFAULT_CONTEXT_LENGTH, EngineConfig, EngineConfigError
+from engines import DEFAULT_CONTEXT_LENGTH, EngineConfig, EngineConfigError, VLLMScheduler
 
 
 def test_defaults_follow_the_reference() -> None:
@@ -67,18 +67,36 @@ def test_fields_are_keyword_only() -> None:
         EngineConfig(100)  # type: ignore[call-arg]
 
 
-def test_the_echo_leaves_out_a_fidelity_option_at_its_default() -> None:
+def test_the_echo_leaves_out_the_default_scheduler_and_a_fidelity_option_at_its_default(
+) -> None:
     plain = EngineConfig(num_blocks=10)
-    assert "admit_whole_prompt" not in plain.as_dict()
-    assert "evict_empty_first" not in plain.as_dict()
+    assert "scheduler" not in plain.as_dict()
+    assert "reserve_one_per_pass" not in plain.as_dict()
     assert plain.as_dict() == {
         k: v
-        for k, v in attrs.asdict(plain).items()
-        if k not in ("admit_whole_prompt", "evict_empty_first", "reserve_one_per_pass")
+        for k, v in attrs.asdict(plain, recurse=False).items()
+        if k not in ("scheduler", "reserve_one_per_pass")
     }
     assert EngineConfig(num_blocks=10, reserve_one_per_pass=True).as_dict()["reserve_one_per_pass"]
-    assert EngineConfig(num_blocks=10, evict_empty_first=True).as_dict()["evict_empty_first"]
-    assert EngineConfig(num_blocks=10, admit_whole_prompt=True).as_dict()["admit_whole_prompt"]
-    assert EngineConfig(**EngineConfig(num_blocks=10, admit_whole_prompt=True).as_dict()) == (
-        EngineConfig(num_blocks=10, admit_whole_prompt=True)
+    # the vLLM scheduler with default options is the default: not echoed either
+    assert "scheduler" not in EngineConfig(num_blocks=10, scheduler=VLLMScheduler()).as_dict()
+    whole = EngineConfig(num_blocks=10, scheduler=VLLMScheduler(admit_whole_prompt=True))
+    assert whole.as_dict()["scheduler"] == {"name": "vllm", "admit_whole_prompt": True}
+    both = VLLMScheduler(admit_whole_prompt=True, evict_empty_first=True)
+    assert EngineConfig(num_blocks=10, scheduler=both).as_dict()["scheduler"] == {
+        "name": "vllm",
+        "admit_whole_prompt": True,
+        "evict_empty_first": True,
+    }
+
+
+def test_a_scheduler_is_checked_when_the_config_is_built() -> None:
+    with pytest.raises(EngineConfigError) as info:
+        EngineConfig(num_blocks=10, scheduler="vllm")  # type: ignore[arg-type]
+    assert str(info.value) == (
+        "EngineConfig.scheduler must be a Scheduler (name, options, make_cache, bind), "
+        "got 'vllm'"
     )
+    with pytest.raises(EngineConfigError) as info:
+        VLLMScheduler(admit_whole_prompt=1)  # type: ignore[arg-type]
+    assert str(info.value) == "VLLMScheduler.admit_whole_prompt must be a bool, got 1"

@@ -21,8 +21,8 @@ from .sim import MS, req, simulate
 class CheckedCore(EngineCore):
     """Asserts the lookup bound on every prefix lookup."""
 
-    def _lookup(self, s: Seq, limit: int) -> list[int]:
-        out = super()._lookup(s, limit)
+    def lookup(self, s: Seq, limit: int) -> list[int]:
+        out = super().lookup(s, limit)
         full_blocks = (s.prompt + s.num_output) // self.block_size
         assert limit <= full_blocks
         assert len(out) <= limit

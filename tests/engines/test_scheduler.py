@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from engines import EngineConfig, EventKind, FixedTiming, Journal
+from engines import EngineConfig, EventKind, FixedTiming, Journal, VLLMScheduler
 from engines._core import EngineCore
 
 from .sim import MS, core, req, simulate, token_ms
@@ -167,7 +167,12 @@ def test_whole_prompt_admission_waits_until_the_whole_prompt_fits_in_free_blocks
     then preempt ``b`` twice; admitting only a prompt that fits whole, ``b`` waits for ``a``'s
     blocks (free at 440) and prefills in three passes of 32 tokens: first token at 590."""
     plain = make(num_blocks=8, block_size=16, max_num_batched_tokens=32)
-    whole = make(num_blocks=8, block_size=16, max_num_batched_tokens=32, admit_whole_prompt=True)
+    whole = make(
+        num_blocks=8,
+        block_size=16,
+        max_num_batched_tokens=32,
+        scheduler=VLLMScheduler(admit_whole_prompt=True),
+    )
     for c in (plain, whole):
         simulate(c, [req("a", 32, 40), req("b", 96, 2, arrival_ms=10)])
     assert plain.journal.traces["b"].first_admit_ns == 50 * MS

@@ -1,5 +1,5 @@
 """Running requests that all take a decode step are scheduled together
-(``EngineCore._steady_columns``) and committed together (``_commit_steady``). That must be
+(``VLLMRules._steady_columns``) and committed together (``_commit_steady``). That must be
 indistinguishable from the general path: the same passes, token times, events, KV
 transitions, block states and views, after every step."""
 
@@ -11,9 +11,18 @@ from unittest import mock
 import attrs
 from hypothesis import HealthCheck, given, settings
 
-from engines import BlockKeyer, EngineConfig, EventKind, FixedTiming, Journal, LifecycleEvent
+from engines import (
+    BlockKeyer,
+    EngineConfig,
+    EventKind,
+    FixedTiming,
+    Journal,
+    LifecycleEvent,
+    VLLMScheduler,
+)
 from engines._core import EngineCore, Pass
 from engines._timing import LinearTiming
+from engines._vllm import VLLMRules
 from loadgen import Request
 
 from .sim import req, simulate
@@ -21,11 +30,17 @@ from .test_properties import scenarios
 from .test_roles import pd_workloads, run_pd
 
 
-class GeneralOnly(EngineCore):
-    """An engine that never takes the steady path."""
-
+class _GeneralRules(VLLMRules):
     def _steady_columns(self) -> tuple[list[int], list[int], list[int]] | None:
         return None
+
+
+class GeneralOnly(EngineCore):
+    """An engine whose scheduler never takes the steady path."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.scheduler = _GeneralRules(self, VLLMScheduler())
 
 
 class Recording(EngineCore):
@@ -149,17 +164,17 @@ def _compare_pd(workload: tuple[int, int, list[Request]]) -> int:
     """Run ``workload`` through a prefill and a decode engine with and without steady steps;
     assert everything matches and return how many steady passes the decode engine ran."""
     steady_on_decode = 0
-    original = EngineCore._steady_columns
+    original = VLLMRules._steady_columns
 
-    def counting(self: EngineCore) -> tuple[list[int], list[int], list[int]] | None:
+    def counting(self: VLLMRules) -> tuple[list[int], list[int], list[int]] | None:
         nonlocal steady_on_decode
         columns = original(self)
-        steady_on_decode += columns is not None and self.role == "decode"
+        steady_on_decode += columns is not None and self.core.role == "decode"
         return columns
 
-    with mock.patch.object(EngineCore, "_steady_columns", counting):
+    with mock.patch.object(VLLMRules, "_steady_columns", counting):
         journal, _, decode = run_pd(workload)
-    with mock.patch.object(EngineCore, "_steady_columns", lambda self: None):
+    with mock.patch.object(VLLMRules, "_steady_columns", lambda self: None):
         general_journal, _, general_decode = run_pd(workload)
     assert journal.events == general_journal.events
     assert {rid: attrs.asdict(t) for rid, t in journal.traces.items()} == {

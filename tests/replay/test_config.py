@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from engines import EngineConfig, FixedTiming
+from engines import EngineConfig, FixedTiming, VLLMScheduler
 from policies import KVAware, LeastLoaded, RoundRobin, SessionAffinity
 from replay import (
     POLICIES,
@@ -138,7 +138,8 @@ def test_file_values_and_tables_resolve(tmp_path: Path) -> None:
         '[policy]\nname = "kv_aware"\ntemperature = 0.25\n'
         '[timing]\ntype = "fixed"\nprefill_ms = 20\n'
         "[slo]\nttft = 300\ne2el = 9000\n"
-        "[engine]\nblock_size = 16\nadmit_whole_prompt = true\nevict_empty_first = true\n"
+        '[scheduler]\nname = "vllm"\nadmit_whole_prompt = true\nevict_empty_first = true\n'
+        "[engine]\nblock_size = 16\n"
     )
     config = resolve_config(load_config_file(path), source=str(path))
     assert config.trace == "t.jsonl"
@@ -150,8 +151,12 @@ def test_file_values_and_tables_resolve(tmp_path: Path) -> None:
     assert config.slo == SLO(ttft_ms=300, e2e_ms=9000)
     engine = config.build_engine()
     assert engine.block_size == 16
-    assert engine.admit_whole_prompt is True
-    assert engine.evict_empty_first is True
+    assert engine.scheduler == VLLMScheduler(admit_whole_prompt=True, evict_empty_first=True)
+    assert config.as_json()["scheduler"] == {
+        "name": "vllm",
+        "admit_whole_prompt": True,
+        "evict_empty_first": True,
+    }
     assert engine.num_blocks == kv_blocks_for(
         "A100", "qwen3-8b", block_size=16, gpu_memory_utilization=0.8
     )

@@ -36,8 +36,25 @@ BIG = 10**23
             "run.toml: engine: block_size: must be an integer, got 'x'",
         ),
         (
-            '[engine]\nadmit_whole_prompt = "yes"\n',
-            "run.toml: engine: admit_whole_prompt: must be true or false, got 'yes'",
+            '[engine]\nreserve_one_per_pass = "yes"\n',
+            "run.toml: engine: reserve_one_per_pass: must be true or false, got 'yes'",
+        ),
+        (
+            'scheduler = "vllm:admit_whole_prompt=yes"\n',
+            "run.toml: scheduler: vllm: admit_whole_prompt: must be true or false, got 'yes'",
+        ),
+        (
+            'scheduler = "sarathi"\n',
+            "run.toml: scheduler: unknown scheduler 'sarathi'; known: vllm",
+        ),
+        (
+            'scheduler = "vllm:max_tokens=3"\n',
+            "run.toml: scheduler: vllm: got an unexpected keyword argument 'max_tokens'",
+        ),
+        (
+            '[engine]\nscheduler = "vllm"\n',
+            "run.toml: engine: scheduler: not an engine field; set the top-level scheduler key "
+            "(or --scheduler)",
         ),
         (
             'timing = "fixed:prefill_ms=-1"\n',

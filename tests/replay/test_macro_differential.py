@@ -31,6 +31,7 @@ from engines import (
     PassShape,
     PolynomialTiming,
     TokenizerStage,
+    VLLMScheduler,
 )
 from loadgen import LoadMode, Request, Workload
 from policies import (
@@ -166,8 +167,9 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
         enable_chunked_prefill=draw(st.booleans()),
         enable_prefix_caching=draw(st.booleans()),
         watermark_fraction=draw(st.sampled_from([0.0, 0.0, 0.1])),
-        admit_whole_prompt=draw(st.booleans()),
-        evict_empty_first=draw(st.booleans()),
+        scheduler=VLLMScheduler(
+            admit_whole_prompt=draw(st.booleans()), evict_empty_first=draw(st.booleans())
+        ),
     )
     return {
         "requests": requests,
