@@ -528,6 +528,10 @@ class PolicyRuntime:
     _tasks: list[asyncio.Task[Any]] = attrs.field(factory=list, init=False)
     _main: asyncio.Task[None] | None = attrs.field(default=None, init=False)
     _unsettled: int = attrs.field(default=0, init=False)
+
+    #: Every timed piece of the run's work is an engine's: idle engines and no policy
+    #: wakeup mean no progress.
+    runs_timed_work = False
     wakeup_watch: Callable[[str], None] | None = attrs.field(default=None, init=False)
     """Called with the waiter's label after every policy wakeup; may raise to end the run
     (the replay's no-progress check)."""

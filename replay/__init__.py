@@ -43,19 +43,19 @@ from ._output import format_table as format_table
 from ._output import request_json as request_json
 from ._output import summary_json as summary_json
 from ._output import write_outputs as write_outputs
-from ._pd import PLACEMENT_ORDERS as PLACEMENT_ORDERS
-from ._pd import TRANSFER_MODES as TRANSFER_MODES
-from ._pd import Disaggregated as Disaggregated
-from ._pd import KVLink as KVLink
-from ._pd import PDConfigError as PDConfigError
 from ._pd import PDRuntime as PDRuntime
-from ._pd import PlacementOrder as PlacementOrder
-from ._pd import TransferMode as TransferMode
-from ._pd import handoff_timeline_svg as handoff_timeline_svg
-from ._pd import pd_from_config as pd_from_config
-from ._pd import pd_topology_from_options as pd_topology_from_options
+from ._pd_figure import handoff_timeline_svg as handoff_timeline_svg
 from ._pd_metrics import PDPhases as PDPhases
 from ._pd_metrics import pd_phases as pd_phases
+from ._pd_options import pd_from_config as pd_from_config
+from ._pd_options import pd_topology_from_options as pd_topology_from_options
+from ._pd_topology import PLACEMENT_ORDERS as PLACEMENT_ORDERS
+from ._pd_topology import TRANSFER_MODES as TRANSFER_MODES
+from ._pd_topology import Disaggregated as Disaggregated
+from ._pd_topology import KVLink as KVLink
+from ._pd_topology import PDConfigError as PDConfigError
+from ._pd_topology import PlacementOrder as PlacementOrder
+from ._pd_topology import TransferMode as TransferMode
 from ._prepare import PreparedWorkload as PreparedWorkload
 from ._prepare import normalize_block_ids as normalize_block_ids
 from ._prepare import prepare as prepare
@@ -81,9 +81,10 @@ from ._report import ReplayResult as ReplayResult
 from ._report import RunMeta as RunMeta
 from ._report import Summary as Summary
 from ._report import finalize as finalize
+from ._run import Run as Run
+from ._run import run as run
 from ._runner import SEED_STREAMS as SEED_STREAMS
 from ._runner import RunJournal as RunJournal
-from ._runner import run as run
 from ._session import Breakpoint as Breakpoint
 from ._session import EngineState as EngineState
 from ._session import PolicyState as PolicyState
@@ -99,6 +100,7 @@ from ._timeline import TimelineRecorder as TimelineRecorder
 from ._timeline import timeline_from_events as timeline_from_events
 from ._token_times_ms import TokenTimesMs as TokenTimesMs
 from ._topology import Aggregated as Aggregated
+from ._topology import Runtime as Runtime
 from ._topology import Topology as Topology
 
 __all__ = (
@@ -155,8 +157,10 @@ __all__ = (
     "RequestLog",
     "RequestRecord",
     "RequestState",
+    "Run",
     "RunJournal",
     "RunMeta",
+    "Runtime",
     "SLOError",
     "Stop",
     "Summary",

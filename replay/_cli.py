@@ -68,9 +68,10 @@ from ._output import (
     format_table,
     write_outputs,
 )
-from ._pd import pd_from_config
+from ._pd_options import pd_from_config
 from ._report import ReplayResult
-from ._runner import SEED_STREAMS, STEPPINGS, run
+from ._run import run
+from ._runner import SEED_STREAMS, STEPPINGS
 from ._timeline import Timeline
 from ._topology import Aggregated, Topology
 

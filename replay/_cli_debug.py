@@ -32,7 +32,7 @@ from ._files import make_directories
 from ._inspect import format_workload_stats, inspect_trace, workload_stats_json
 from ._progress import Progress, ProgressMode, make_progress
 from ._report import ReplayResult
-from ._runner import run
+from ._run import run
 from ._session import ReplaySession
 from ._timeline import Timeline, TimelineFilter, TimelineRecorder
 

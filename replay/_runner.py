@@ -1,4 +1,4 @@
-"""The runner: one replay of a workload through a topology under a policy, on a fresh loop.
+"""The runner's parts: one replay of a workload through a topology under a policy.
 
 Wiring, all on one virtual clock::
 
@@ -18,12 +18,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import gc
-import inspect
-import math
-import time
-from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Literal, Protocol, cast
+from collections.abc import Callable, Mapping
+from typing import Any, Literal, Protocol
 
 import attrs
 import numpy as np
@@ -36,20 +32,18 @@ from engines import (
     Journal,
     LifecycleEvent,
 )
-from loadgen import Driver, DriverReport, LoadMode, Request, Workload
-from policies import Policy, PolicyRuntime, policy_name
+from loadgen import Driver, DriverReport, LoadMode, Request
+from policies import Policy
 
-from ._exceptions import ReplayFailedError, ReplayInterrupted, WorkloadValidationError
 from ._metrics import SLO
-from ._output import RequestLog
-from ._prepare import PreparedWorkload, prepare
+from ._prepare import PreparedWorkload
 from ._records import build_record
-from ._report import EngineUsage, ReplayResult, RunMeta, finalize
+from ._report import EngineUsage
 from ._stream import RecordStream
-from ._topology import Topology
+from ._topology import Runtime, Topology
 from ._watch import NO_PROGRESS_S, NO_PROGRESS_WAKEUPS, ProgressWatch
 
-__all__ = ("SEED_STREAMS", "RunJournal", "run")
+__all__ = ("SEED_STREAMS", "STEPPINGS", "RunJournal", "RunParts", "Stepping", "TokenizerStageLike")
 
 SEED_STREAMS = ("policy", "driver", "topology", "workload")
 """The child seed streams of a run, in spawn order: ``SeedSequence(seed).spawn(4)``.
@@ -132,26 +126,10 @@ class TokenizerStageLike(Protocol):
         ...
 
 
-def _jsonable(value: object) -> object:
-    """``value`` with tuples as lists and anything not JSON-like as its repr."""
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    return repr(value)
-
-
-def _check_seed(seed: object) -> int:
-    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise WorkloadValidationError(f"seed: must be an int >= 0, got {seed!r}")
-    return seed
-
-
 @attrs.define(eq=False)
-class _Run:
-    """One replay's components and bookkeeping (built and used inside the loop)."""
+class RunParts:
+    """One replay's components and bookkeeping (built and used inside the loop); a
+    :class:`replay.Run` drives them."""
 
     prepared: PreparedWorkload
     topology: Topology
@@ -167,7 +145,7 @@ class _Run:
     slo: SLO | None = attrs.field(default=None, kw_only=True)
     journal: RunJournal = attrs.field(init=False)
     engines: tuple[Engine, ...] = attrs.field(init=False)
-    runtime: PolicyRuntime = attrs.field(init=False)
+    runtime: Runtime = attrs.field(init=False)
     driver: Driver = attrs.field(init=False)
     driver_report: DriverReport | None = attrs.field(default=None, init=False)
     stop_reason: StopReason | None = attrs.field(default=None, init=False)
@@ -200,27 +178,16 @@ class _Run:
         for engine in self.engines:
             engine.macro_stepping = self.stepping == "macro"
         policy_rng = np.random.default_rng(self.seeds[SEED_STREAMS.index("policy")])
-        # A topology may supply its own policy runtime (replay.Disaggregated does: one
-        # runtime per pool plus the prefill->decode handoff); it has PolicyRuntime's interface.
-        make_runtime = getattr(self.topology, "make_runtime", None)
-        if make_runtime is not None:
-            self.runtime = make_runtime(
-                self.policy,
-                self.engines,
-                journal=self.journal,
-                keyer=keyer,
-                rng=policy_rng,
-                on_poison=self._on_poison,
-            )
-        else:
-            self.runtime = PolicyRuntime(
-                self.policy,
-                self.engines,
-                self.journal,
-                keyer,
-                policy_rng,
-                on_poison=self._on_poison,
-            )
+        # The topology supplies the runtime: a PolicyRuntime for aggregated engines, one
+        # runtime per pool plus the prefill->decode handoff for replay.Disaggregated.
+        self.runtime = self.topology.make_runtime(
+            self.policy,
+            self.engines,
+            journal=self.journal,
+            keyer=keyer,
+            rng=policy_rng,
+            on_poison=self._on_poison,
+        )
         # A run whose clock moves without progress fails instead of running for ever.
         watch = ProgressWatch(
             progress=lambda: (self._released, self._terminals),
@@ -230,9 +197,9 @@ class _Run:
         )
         self.runtime.wakeup_watch = watch.check
         # Whatever else keeps the clock moving (a policy task on bare asyncio.sleep) is seen
-        # by the loop's clock watch. Not with P/D: a KV transfer in flight leaves every
-        # engine's queues empty while the run is making progress.
-        self._clock_watch = None if make_runtime is not None else watch.check_clock
+        # by the loop's clock watch. Not when the runtime runs timed work of its own (P/D: a
+        # KV transfer in flight leaves every engine's queues empty while the run progresses).
+        self._clock_watch = None if self.runtime.runs_timed_work else watch.check_clock
         workload = self.prepared.workload
         if self.prepared.requests != workload.requests:
             workload = attrs.evolve(workload, requests=self.prepared.requests)
@@ -481,306 +448,3 @@ class _Run:
             EngineUsage(index=engine.index, busy_ns=engine.busy_ns, passes=engine.passes)
             for engine in self.engines
         )
-
-
-def _run_loop(replay: _Run) -> tuple[int, int]:
-    """Run ``replay.main`` on a fresh virtual loop; return (virtual end ns, events processed).
-
-    A :class:`simclock.SimulationError` of the loop (livelock, deadlock, stalled waiter; not
-    an internal error) ends the run: it is kept in ``replay.loop_failure``, every task left
-    is cancelled, and the caller reports the run up to that instant.
-    """
-    loop = simclock.new_event_loop(report_interrupts=False)
-    try:
-        replay.build()
-        main = loop.create_task(replay.main(), name="replay")
-        try:
-            try:
-                loop.run_until_complete(main)
-            except simclock.DeadlockError:
-                if not replay.quiesce():
-                    raise
-                loop.run_until_complete(main)
-        except simclock.InternalError:
-            raise
-        except simclock.SimulationError as exc:
-            replay.loop_failure = exc
-            stats = loop.stats()
-            abandon_loop(loop)
-            return stats.now_ns, stats.events
-        stats = loop.stats()
-        return stats.now_ns, stats.events
-    except KeyboardInterrupt:
-        now_ns = loop.time_ns()
-        abandon_loop(loop)
-        raise ReplayInterrupted(now_ns) from None
-    except BaseException:
-        abandon_loop(loop)  # a bug: no task is left to warn when it is collected
-        raise
-    finally:
-        loop.close()
-
-
-def abandon_loop(loop: simclock.VirtualEventLoop) -> None:
-    """Cancel every unfinished task of ``loop``, let them unwind, and keep the abandoned run
-    quiet: no "Task was destroyed but it is pending", no "exception was never retrieved"."""
-    # The run is being thrown away: what its tasks end with is not news (the caller
-    # reports the run's failure or interruption itself).
-    loop.set_exception_handler(_ignore)
-    # Unwinding a great many tasks can itself spend the loop's livelock budget: go again.
-    for _ in range(_ABANDON_ROUNDS):
-        tasks = [task for task in asyncio.all_tasks(loop) if not task.done()]
-        if not tasks or loop.is_closed():
-            break
-        for task in tasks:
-            task.cancel()
-        with contextlib.suppress(Exception, KeyboardInterrupt):
-            loop.run_until_complete(asyncio.gather(*tasks, return_exceptions=True))
-    for task in asyncio.all_tasks(loop):
-        coro = task.get_coro()
-        if inspect.iscoroutine(coro) and inspect.getcoroutinestate(coro) == "CORO_CREATED":
-            coro.close()  # never started: no "coroutine ... was never awaited" at collection
-
-
-_ABANDON_ROUNDS = 10
-
-
-def _ignore(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
-    """An exception handler that reports nothing."""
-
-
-def run(
-    workload: Workload,
-    *,
-    topology: Topology,
-    policy: Policy,
-    seed: int = 0,
-    slo: SLO | None = None,
-    tokenizer: TokenizerStageLike | None = None,
-    load: LoadMode | None = None,
-    max_virtual_time_s: float | None = None,
-    keep_events: bool = False,
-    config: Mapping[str, object] | None = None,
-    stepping: Stepping = "macro",
-    request_log: RequestLog | None = None,
-) -> ReplayResult:
-    """Replay ``workload`` through ``topology``'s engines under ``policy``; return the report.
-
-    Everything runs on a fresh :class:`simclock.VirtualEventLoop`. The seed is split with
-    ``numpy.random.SeedSequence(seed).spawn(4)`` into the streams named by
-    :data:`SEED_STREAMS` (policy, driver, topology, workload), so the same inputs and seed
-    give the same result, byte for byte.
-
-    Args:
-        workload: the requests to replay (checked by :func:`replay.prepare`).
-        topology: builds the engines (e.g. :class:`replay.Aggregated`).
-        policy: places the requests (a fresh policy object per run: policies keep state).
-        seed: the run seed (int >= 0).
-        slo: service-level objectives for goodput.
-        tokenizer: an optional frontend tokenization stage (REFERENCE-engine §7).
-        load: how the workload is released (``loadgen.LoadMode``: speedup, closed-loop
-            concurrency, rate override, stop rules, lanes, snapshots, warm-up, profile);
-            default: at the trace's timestamps.
-        max_virtual_time_s: stop the run at this virtual time (shorthand for
-            ``load.max_virtual_time_s``): requests in flight end ``incomplete`` and later ones
-            ``never_issued``.
-        keep_events: keep every lifecycle event in the journal (slower; for timelines).
-        config: extra configuration to echo in the report (e.g. the CLI's resolved config).
-        stepping: ``"macro"`` (default): engines jump over runs of passes whose outcome is
-            determined (docs/explanation/macro-stepping.md); ``"pass"``: one engine deadline
-            per pass, the reference behaviour. Both give the same results, byte for byte.
-        request_log: stream the per-request records to this :class:`replay.RequestLog` as
-            requests settle, keeping neither the records nor the settled requests' traces
-            (memory stays proportional to the requests in flight); the result's
-            ``requests`` is then empty and its summary the same. Write the report with
-            ``write_outputs(result, ..., request_log=request_log)``.
-
-    Returns:
-        The :class:`replay.ReplayResult`.
-
-    Raises:
-        WorkloadValidationError: the workload or an option is invalid.
-        ReplayFailedError: a step failed (commit, abort, policy hook, policy coroutine, engine),
-            the run made no progress (``NoProgressError``), or the loop failed
-            (``LivelockError``, ``DeadlockError``, ``StalledWaiterError``); its ``result``
-            holds the report of the run, naming the failure, and its ``__cause__`` is the
-            failure.
-        ReplayInterrupted: a ``KeyboardInterrupt`` arrived during the run; its tasks were
-            cancelled.
-    """
-    replay, echo = setup_run(
-        workload,
-        topology=topology,
-        policy=policy,
-        seed=seed,
-        tokenizer=tokenizer,
-        load=load,
-        max_virtual_time_s=max_virtual_time_s,
-        keep_events=keep_events,
-        config=config,
-        stepping=stepping,
-        slo=slo,
-        request_log=request_log,
-    )
-    with _collector_paused():
-        wall_start = time.perf_counter()
-        now_ns, events = _run_loop(replay)
-        wall_s = time.perf_counter() - wall_start
-        return report_run(
-            replay, workload, echo, now_ns=now_ns, events=events, wall_time_s=wall_s, slo=slo
-        )
-
-
-@contextlib.contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector for a replay, and restore it afterwards.
-
-    A replay builds millions of long-lived objects (traces, requests, engine state) and few
-    reference cycles; the collector would scan them again and again (a fifth of the CPU time
-    of an hour's replay). Nothing a run computes depends on it.
-    """
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            # The run's objects are all in the youngest generation (no collection ran): move
-            # them to the oldest in one step, so that re-enabling does not scan them all at
-            # the next allocation. They stay collectable by the next full collection.
-            gc.freeze()
-            gc.unfreeze()
-            gc.enable()
-
-
-def setup_run(
-    workload: Workload,
-    *,
-    topology: Topology,
-    policy: Policy,
-    seed: int,
-    tokenizer: TokenizerStageLike | None = None,
-    load: LoadMode | None = None,
-    max_virtual_time_s: float | None = None,
-    keep_events: bool = False,
-    config: Mapping[str, object] | None = None,
-    stepping: Stepping = "macro",
-    slo: SLO | None = None,
-    request_log: RequestLog | None = None,
-) -> tuple[_Run, dict[str, Any]]:
-    """Validate the options and build one replay, exactly as :func:`run` does, without running.
-
-    Shared by :func:`run` and the step-by-step replay session so both build (and echo) the
-    same run. Returns the replay (call ``build()`` then run ``main()`` on a fresh virtual loop)
-    and its configuration echo. With ``request_log``, records stream to it as requests settle
-    (``slo`` decides their ``meets_slo``; give the same SLO to :func:`report_run`).
-
-    Raises:
-        WorkloadValidationError: the workload or an option is invalid.
-    """
-    seed = _check_seed(seed)
-    if stepping not in STEPPINGS:
-        raise WorkloadValidationError(
-            f"stepping: must be one of {', '.join(STEPPINGS)}, got {stepping!r}"
-        )
-    load = LoadMode() if load is None else load
-    if max_virtual_time_s is not None:
-        if (
-            isinstance(max_virtual_time_s, bool)
-            or not isinstance(max_virtual_time_s, int | float)
-            or not math.isfinite(max_virtual_time_s)
-            or max_virtual_time_s <= 0
-        ):
-            raise WorkloadValidationError(
-                f"max_virtual_time_s: must be finite and > 0, got {max_virtual_time_s!r}"
-            )
-        load = attrs.evolve(load, max_virtual_time_s=max_virtual_time_s)
-    prepared = prepare(workload, engine_block_size=topology.block_size, tokenizer=tokenizer)
-    seeds = tuple(np.random.SeedSequence(seed).spawn(len(SEED_STREAMS)))
-    stream = None
-    if request_log is not None:
-        stream = RecordStream(
-            workload.requests,
-            keep=False,
-            write=request_log.write,
-            token_times=request_log.token_times,
-            spill_dir=str(request_log.directory),
-            positions=prepared.positions,
-        )
-    replay = _Run(
-        prepared,
-        topology,
-        policy,
-        seeds,
-        tokenizer,
-        None,
-        keep_events,
-        seed=seed,
-        load=load,
-        stepping=stepping,
-        stream=stream,
-        slo=None if slo is None or slo.is_empty else slo,
-    )
-    echo: dict[str, Any] = {
-        "seed": seed,
-        "policy": policy_name(policy),
-        "topology": dict(topology.describe()),
-        "tokenizer": None if tokenizer is None else attrs.asdict(cast(Any, tokenizer)),
-        "max_virtual_time_s": load.max_virtual_time_s,
-        "workload": {
-            "source": workload.source,
-            "format": workload.format,
-            "requests": len(workload.requests),
-        },
-    }
-    if attrs.evolve(load, max_virtual_time_s=None) != LoadMode():
-        echo["load"] = _jsonable(attrs.asdict(load))
-    if config:
-        echo["config"] = dict(config)
-    return replay, echo
-
-
-def report_run(
-    replay: _Run,
-    workload: Workload,
-    echo: Mapping[str, Any],
-    *,
-    now_ns: int,
-    events: int,
-    wall_time_s: float,
-    slo: SLO | None = None,
-) -> ReplayResult:
-    """Finalize a finished replay built by :func:`setup_run` (see :func:`run`).
-
-    Raises:
-        ReplayFailedError: a step failed; its ``result`` holds the report.
-    """
-    replay.settle()
-    failure = (
-        replay.runtime.failure
-        or replay.engine_failure
-        or replay.driver_failure
-        or replay.loop_failure
-    )
-    meta = RunMeta(
-        seed=replay.seed,
-        event_counts=replay.journal.event_counts(),
-        config=dict(echo),
-        virtual_duration_ms=now_ns / 1_000_000,
-        wall_time_s=wall_time_s,
-        events_processed=events,
-        engines=replay.engine_usage(),
-    )
-    result = finalize(
-        replay.journal,
-        workload=workload,
-        meta=meta,
-        slo=slo,
-        driver=replay.driver_report,
-        stream=replay.stream,
-    )
-    if failure is not None:
-        raise ReplayFailedError(
-            f"replay failed: {type(failure).__name__}: {failure}", result=result
-        ) from failure
-    return result

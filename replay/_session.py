@@ -27,9 +27,8 @@ from __future__ import annotations
 
 import asyncio
 import math
-import time
 from collections.abc import Callable, Mapping
-from typing import Any, Literal, TypeVar, cast
+from typing import Literal, TypeVar, cast
 
 import attrs
 
@@ -37,13 +36,14 @@ import simclock
 from engines import Engine, EventKind, Journal, LifecycleEvent, RequestTrace
 from loadgen import LoadMode, Request, Workload
 from policies import Policy
-from simclock import get_logger, log_context
+from simclock import get_logger
 
-from ._exceptions import ReplayFailedError, ReplayInterrupted
+from ._exceptions import ReplayFailedError
 from ._metrics import SLO
 from ._output import RequestLog
 from ._report import ReplayResult
-from ._runner import Stepping, TokenizerStageLike, _Run, abandon_loop, report_run, setup_run
+from ._run import Run
+from ._runner import Stepping, TokenizerStageLike
 from ._topology import Topology
 
 __all__ = (
@@ -315,11 +315,6 @@ def _ids(ids: tuple[str, ...], limit: int = 8) -> str:
     return shown + (f", ... (+{len(ids) - limit})" if len(ids) > limit else "")
 
 
-def _stop_loop(future: asyncio.Future[Any]) -> None:
-    """Done callback of the run's main task: stop the loop, as ``run_until_complete`` does."""
-    future.get_loop().stop()
-
-
 def _detached(fn: Callable[[], T]) -> T:
     """Call ``fn`` with no running loop in this thread (the session's loop takes its place)."""
     outer = asyncio.events._get_running_loop()
@@ -345,14 +340,8 @@ class ReplaySession:
     the matching event.
     """
 
-    _run: _Run
-    _workload: Workload
-    _slo: SLO | None
-    _echo: dict[str, Any]
+    _run: Run
     _history_on: bool = True
-    _run_id: str = "replay"
-    _loop: simclock.VirtualEventLoop = attrs.field(init=False)
-    _main: asyncio.Task[None] = attrs.field(init=False)
     _breakpoints: list[Breakpoint] = attrs.field(factory=list, init=False)
     _next_number: int = attrs.field(default=1, init=False)
     _history: dict[str, list[LifecycleEvent]] = attrs.field(factory=dict, init=False)
@@ -362,18 +351,11 @@ class ReplaySession:
     _watch: Callable[[LifecycleEvent], bool] | None = attrs.field(default=None, init=False)
     _predicate_states: dict[int, bool] = attrs.field(factory=dict, init=False)
     _watched: list[LifecycleEvent] = attrs.field(factory=list, init=False)
-    _result: ReplayResult | None = attrs.field(default=None, init=False)
-    _error: BaseException | None = attrs.field(default=None, init=False)
-    _wall_s: float = attrs.field(default=0.0, init=False)
+    _closed: bool = attrs.field(default=False, init=False)
 
     def __attrs_post_init__(self) -> None:
-        self._loop = simclock.new_event_loop(report_interrupts=False)
-        self._run.build()
         if self._history_on:
             self._run.journal.subscribe(self._on_event)
-        with log_context(run_id=self._run_id):  # every task of the run inherits it
-            self._main = self._loop.create_task(self._run.main(), name="replay")
-        self._main.add_done_callback(_stop_loop)
 
     @classmethod
     def build(
@@ -425,7 +407,7 @@ class ReplaySession:
         Raises:
             WorkloadValidationError: the workload or an option is invalid.
         """
-        run, echo = setup_run(
+        run = Run.build(
             workload,
             topology=topology,
             policy=policy,
@@ -438,9 +420,9 @@ class ReplaySession:
             stepping=stepping,
             slo=slo,
             request_log=request_log,
+            run_id=f"{workload.source}#{seed}" if run_id is None else run_id,
         )
-        rid = f"{workload.source}#{seed}" if run_id is None else run_id
-        return cls(run, workload, slo, echo, history, rid)
+        return cls(run, history)
 
     # -- recording ------------------------------------------------------------------------
 
@@ -460,22 +442,22 @@ class ReplaySession:
     @property
     def loop(self) -> simclock.VirtualEventLoop:
         """The session's virtual event loop (for :meth:`~simclock.VirtualEventLoop.snapshot`)."""
-        return self._loop
+        return self._run.loop
 
     @property
     def now_ns(self) -> int:
         """The virtual time, in integer nanoseconds."""
-        return self._loop.time_ns()
+        return self._run.now_ns
 
     @property
     def now_s(self) -> float:
         """The virtual time, in seconds."""
-        return self._loop.time_ns() / 1e9
+        return self._run.now_ns / 1e9
 
     @property
     def finished(self) -> bool:
         """Whether the run is over (:attr:`result` is set)."""
-        return self._result is not None
+        return self._run.result is not None
 
     @property
     def result(self) -> ReplayResult:
@@ -484,13 +466,10 @@ class ReplaySession:
         Raises:
             RuntimeError: the run is not finished yet.
         """
-        if self._result is None:
+        result = self._run.result
+        if result is None:
             raise RuntimeError("the replay is not finished; call run() or resume() first")
-        return self._result
-
-    def _next_event_ns(self) -> int | None:
-        """The instant of the next callback, or ``None`` if nothing is scheduled."""
-        return self._loop.next_event_ns()
+        return result
 
     # -- running --------------------------------------------------------------------------
 
@@ -499,114 +478,25 @@ class ReplaySession:
             raise ValueError(f"{what} need the request history; build with history=True")
 
     def _check_usable(self) -> None:
-        if self._error is not None:
+        error = self._run.error
+        if error is not None:
             raise RuntimeError(
-                "the replay session failed and cannot go on: "
-                f"{type(self._error).__name__}: {self._error}"
-            ) from self._error
+                f"the replay session failed and cannot go on: {type(error).__name__}: {error}"
+            ) from error
 
     def _drive(self, until_ns: int | None, predicate: Callable[[], bool] | None) -> None:
-        """Run callbacks until the main task is done, a breakpoint matches, ``predicate()``
-        holds, or the next callback is at ``until_ns`` or later (then set the clock there)."""
-        main = self._main
+        """Run callbacks until the run is over, a breakpoint matches, ``predicate()`` holds,
+        or the next callback is at ``until_ns`` or later (then set the clock there)."""
         matched = self._matched
-        by_predicate = False
 
         def stop() -> bool:
-            nonlocal by_predicate
-            if main.done() or matched:
-                return True
-            if predicate is not None and predicate():
-                by_predicate = True
-                return True
-            if until_ns is not None:
-                nxt = self._next_event_ns()
-                return nxt is not None and nxt >= until_ns
-            return False
+            return bool(matched) or (predicate is not None and predicate())
 
-        try:
-            while True:
-                try:
-                    more = self._loop.run_until(stop)
-                except simclock.DeadlockError:
-                    if not self._run.quiesce():
-                        raise
-                    continue
-                break
-            if (
-                more
-                and until_ns is not None
-                and not main.done()
-                and not matched
-                and until_ns > self.now_ns
-                and not by_predicate
-            ):
-                self._loop.run_until_ns(until_ns)
-        except KeyboardInterrupt:
-            self._error = ReplayInterrupted(self._loop.time_ns())
-            raise self._error from None
-        except BaseException as error:
-            self._error = error
-            raise
+        self._run.advance(until_ns, stop=stop)
 
     def _finish(self) -> None:
         """Run the rest exactly as :func:`replay.run` does and build the result."""
-        if self._result is not None:
-            return
-        loop = self._loop
-        main = self._main
-        wall_start = time.perf_counter()
-        try:
-            if main.done():
-                loop.run_forever()  # the rest of the callback batch, then _stop_loop stops it
-            else:
-                main.remove_done_callback(_stop_loop)
-                while True:
-                    try:
-                        loop.run_until_complete(main)
-                    except simclock.DeadlockError:
-                        if not self._run.quiesce():
-                            raise
-                        continue
-                    break
-            main.result()
-            stats = loop.stats()
-        except simclock.InternalError as error:
-            self._error = error
-            loop.close()
-            raise
-        except simclock.SimulationError as error:
-            # A loop failure (livelock, deadlock, stalled waiter) ends the run with its
-            # report, as in replay.run.
-            self._run.loop_failure = error
-            stats = loop.stats()
-            abandon_loop(loop)
-            loop.close()
-        except KeyboardInterrupt:
-            now_ns = loop.time_ns()
-            abandon_loop(loop)
-            loop.close()
-            self._error = ReplayInterrupted(now_ns)
-            raise self._error from None
-        except BaseException as error:
-            self._error = error
-            abandon_loop(loop)
-            loop.close()
-            raise
-        loop.close()
-        self._wall_s += time.perf_counter() - wall_start
-        try:
-            self._result = report_run(
-                self._run,
-                self._workload,
-                self._echo,
-                now_ns=stats.now_ns,
-                events=stats.events,
-                wall_time_s=self._wall_s,
-                slo=self._slo,
-            )
-        except ReplayFailedError as failed:
-            self._result = failed.result  # run() raises it again, as replay.run does
+        self._run.finish()
 
     def _stopped(
         self,
@@ -632,18 +522,10 @@ class ReplaySession:
         )
         return Stop(reason, self.now_ns, events, bp, "\n".join(lines))
 
-    def _timed(self, fn: Callable[[], T]) -> T:
-        start = time.perf_counter()
-        try:
-            return fn()
-        finally:
-            self._wall_s += time.perf_counter() - start
-
     @property
     def failure(self) -> BaseException | None:
         """What made the run fail (a commit, a policy, an engine, the driver), if anything."""
-        run = self._run
-        return run.runtime.failure or run.engine_failure or run.driver_failure or run.loop_failure
+        return self._run.failure
 
     def _over(self) -> str:
         failure = self.failure
@@ -652,9 +534,9 @@ class ReplaySession:
         return f"the run failed: {type(failure).__name__}: {failure}"
 
     def _end_or_none(self) -> Stop | None:
-        if self._result is not None:
+        if self._run.result is not None:
             return self._stopped("finished", what=self._over())
-        if self._main.done():
+        if self._run.done:
             self._finish()
             return self._stopped("finished", what=self._over())
         return None
@@ -677,7 +559,7 @@ class ReplaySession:
         recent = self._recent
         saved, self._breakpoints = self._breakpoints, []
         try:
-            self._timed(lambda: self._drive(None, lambda: bool(recent)))
+            self._drive(None, lambda: bool(recent))
         finally:
             self._breakpoints = saved
         events = tuple(self._recent)
@@ -698,20 +580,7 @@ class ReplaySession:
         if done is not None:
             return done
         self._recent.clear()
-        label = ""
-        try:
-            while True:
-                try:
-                    ran = self._loop.step()
-                except simclock.DeadlockError:
-                    if not self._run.quiesce():
-                        raise
-                    continue
-                label = "" if ran is None else ran.label
-                break
-        except BaseException as error:
-            self._error = error
-            raise
+        label = self._run.step_callback() or ""
         events = tuple(self._recent)
         done = self._end_or_none()
         if done is not None and not events:
@@ -856,7 +725,7 @@ class ReplaySession:
             for engine in self._run.engines:
                 engine.step_per_pass()
         try:
-            self._timed(lambda: self._drive(stop_ns, pred))
+            self._drive(stop_ns, pred)
         finally:
             for engine, macro in zip(self._run.engines, stepping, strict=True):
                 engine.macro_stepping = macro
@@ -867,7 +736,7 @@ class ReplaySession:
             return self._stopped("breakpoint", events, bp)
         if hit:
             return self._stopped("breakpoint", (), hit[0])
-        if self._main.done():
+        if self._run.done:
             self._finish()
             return self._stopped("finished", what=self._over())
         if predicate is not None and predicate():
@@ -905,15 +774,7 @@ class ReplaySession:
         A finished session is already closed. After :meth:`close` the session can still be
         inspected but not stepped.
         """
-        loop = self._loop
-        if loop.is_closed():
-            return
-        try:
-            abandon_loop(loop)
-        finally:
-            loop.close()
-            if self._result is None and self._error is None:
-                self._error = RuntimeError("the session was closed")
+        self._run.close("the session was closed")
 
     def __enter__(self) -> ReplaySession:
         return self
@@ -1107,14 +968,14 @@ class ReplaySession:
     def _run_request(self, request_id: str) -> Request:
         """The request ``request_id`` of the run: a workload request, or one the release
         driver has taken in (a started play instance's, a warm-up request)."""
-        prepared = self._run.prepared
+        prepared = self._run.parts.prepared
         position = prepared.positions.get(request_id)
         if position is not None:
             return prepared.requests[position]
-        request = self._run.driver.request(request_id)
+        request = self._run.parts.driver.request(request_id)
         if request is None:
             where = "the workload"
-            if self._run.load.lanes is not None:
+            if self._run.parts.load.lanes is not None:
                 where += " or in the play instances started so far"
             raise ValueError(f"no request {request_id!r} in {where}")
         return request
@@ -1158,7 +1019,7 @@ class ReplaySession:
         runtime = self._run.runtime
         wakeups = [
             t.when_ns
-            for t in self._loop.snapshot().pending_timers
+            for t in self._run.loop.snapshot().pending_timers
             if t.kind is simclock.WakeupKind.POLICY_WAKEUP and t.when_ns is not None
         ]
         return PolicyState(
@@ -1184,5 +1045,5 @@ class ReplaySession:
         return "\n".join(lines)
 
     def __repr__(self) -> str:
-        state = "finished" if self._result is not None else "ready"
+        state = "finished" if self._run.result is not None else "ready"
         return f"<ReplaySession {state} at {format_ns(self.now_ns)}>"

@@ -1,25 +1,113 @@
-"""Topologies: how a run's engines are built. The aggregated topology is one composition."""
+"""Topologies and runtimes: how a run's engines are built and who places requests on them.
+
+The aggregated topology is one composition (engines under a :class:`policies.PolicyRuntime`);
+the disaggregated one (:mod:`replay._pd_topology`) another (two pools and the handoff).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Protocol, cast
 
 import attrs
+import numpy as np
 
-from engines import BlockKeyer, Engine, EngineConfig, FixedTiming, Journal, TimingModel
+from engines import (
+    BlockKeyer,
+    Engine,
+    EngineConfig,
+    FixedTiming,
+    Journal,
+    RequestTrace,
+    TimingModel,
+)
+from loadgen import Request
+from policies import Policy, PolicyContext, PolicyRuntime, RequestStatus, RequestStream
 
-__all__ = ("Aggregated", "Topology")
+__all__ = ("Aggregated", "Runtime", "Topology")
+
+
+class Runtime(Protocol):
+    """What a run needs of the runtime that places its requests (:class:`policies.PolicyRuntime`
+    for aggregated engines, :class:`replay.PDRuntime` for disaggregated pools).
+
+    Lifecycle: :meth:`start` inside the running loop, :meth:`submit` each released request,
+    :meth:`close` the stream when no more will come, :meth:`request_terminal` for every request
+    that ends, :meth:`shutdown` at the end.
+
+    """
+
+    @property
+    def name(self) -> str:
+        """The policy's name (reports)."""
+        ...
+
+    @property
+    def failure(self) -> BaseException | None:
+        """What poisoned the runtime, if anything (the run then fails)."""
+        ...
+
+    @property
+    def stream(self) -> RequestStream:
+        """The requests submitted and not yet taken by the policy."""
+        ...
+
+    @property
+    def context(self) -> PolicyContext:
+        """The policy context."""
+        ...
+
+    @property
+    def runs_timed_work(self) -> bool:
+        """Whether the runtime runs timed work of its own that no engine shows (KV
+        transfers): idle engines then do not mean a stalled run."""
+        ...
+
+    @property
+    def unsettled(self) -> int:
+        """Requests submitted and not yet placed, held or given up."""
+        ...
+
+    @property
+    def wakeup_watch(self) -> Callable[[str], None] | None:
+        """Called with a waiter's name at each policy wakeup (the run's progress watch)."""
+        ...
+
+    @wakeup_watch.setter
+    def wakeup_watch(self, watch: Callable[[str], None] | None) -> None: ...
+
+    def start(self) -> None:
+        """Start the policy's coroutines on the running loop."""
+        ...
+
+    def submit(self, request: Request) -> None:
+        """Give the policy a released request."""
+        ...
+
+    def close(self) -> None:
+        """No more requests will be submitted."""
+        ...
+
+    def status(self, request_id: str) -> RequestStatus | None:
+        """Where the request stands with the runtime, or None if it never reached it."""
+        ...
+
+    def held_request_ids(self) -> list[str]:
+        """The requests the policy holds without placing them."""
+        ...
+
+    def request_terminal(self, trace: RequestTrace) -> None:
+        """A request reached its terminal state."""
+        ...
+
+    async def shutdown(self) -> None:
+        """Stop the policy's coroutines."""
+        ...
 
 
 class Topology(Protocol):
-    """What :func:`replay.run` needs of a topology: engines, their block size, a config echo.
-
-    A topology may also define ``make_runtime(policy, engines, *, journal, keyer, rng,
-    on_poison)`` returning an object with :class:`policies.PolicyRuntime`'s interface; the
-    runner then uses it instead of a plain ``PolicyRuntime`` (the disaggregated topology does,
-    to add the prefill-to-decode handoff).
-    """
+    """What :func:`replay.run` needs of a topology: engines, their block size, a config echo,
+    and the runtime that places requests on the engines."""
 
     @property
     def block_size(self) -> int:
@@ -32,6 +120,20 @@ class Topology(Protocol):
 
     def describe(self) -> Mapping[str, object]:
         """Return the topology's configuration as JSON-compatible values."""
+        ...
+
+    def make_runtime(
+        self,
+        policy: Policy,
+        engines: tuple[Engine, ...],
+        *,
+        journal: Journal,
+        keyer: BlockKeyer,
+        rng: np.random.Generator,
+        on_poison: Callable[[BaseException], None] | None = None,
+    ) -> Runtime:
+        """The runtime placing requests on ``engines`` (built by :meth:`build`) under
+        ``policy``."""
         ...
 
 
@@ -79,6 +181,19 @@ class Aggregated:
             Engine(index, self.engine, self.timing, keyer=keyer, journal=journal)
             for index in range(self.workers)
         )
+
+    def make_runtime(
+        self,
+        policy: Policy,
+        engines: tuple[Engine, ...],
+        *,
+        journal: Journal,
+        keyer: BlockKeyer,
+        rng: np.random.Generator,
+        on_poison: Callable[[BaseException], None] | None = None,
+    ) -> Runtime:
+        """A :class:`policies.PolicyRuntime` of ``policy`` over ``engines``."""
+        return PolicyRuntime(policy, engines, journal, keyer, rng, on_poison=on_poison)
 
     def describe(self) -> Mapping[str, object]:
         """Return ``{"type": "aggregated", "workers", "engine": {...}, "timing": {...}}``."""

@@ -1,16 +1,44 @@
 """``python -m simclock`` and the ``simclock`` script: the command-line tool.
 
-This module is the program entry point, not part of the library: it is the one place the
-``simclock`` package reaches the ``replay`` package, which owns the command line. It loads the
-command line inside :func:`main`, so that Ctrl-C or SIGTERM while it loads ends the program
-as quietly as during a replay (one line, exit status 130 or 143, no traceback).
+This module is the program entry point, not part of the library. The clock package knows
+nothing of the packages built on it: the command line is whatever the installed distribution
+registers in the ``simclock.cli`` entry-point group (``simclock = "replay._cli:main"`` in
+``pyproject.toml``). :func:`main` loads it so that Ctrl-C or SIGTERM while it loads ends the
+program as quietly as during a replay (one line, exit status 130 or 143, no traceback).
 """
 
 from __future__ import annotations
 
 import signal
 import sys
+from collections.abc import Callable
 from types import FrameType
+
+#: The entry-point group naming the command line, and the name it is registered under.
+COMMAND_LINE_GROUP = "simclock.cli"
+COMMAND_LINE_NAME = "simclock"
+
+
+class NoCommandLineError(Exception):
+    """No installed distribution registers a command line."""
+
+
+def load_command_line() -> Callable[[], int]:
+    """The command line's ``main`` registered in :data:`COMMAND_LINE_GROUP`.
+
+    Raises:
+        NoCommandLineError: no installed distribution registers one.
+    """
+    from importlib.metadata import entry_points  # kept off the import path of the module
+
+    found = entry_points(group=COMMAND_LINE_GROUP, name=COMMAND_LINE_NAME)
+    for entry in found:
+        command_line: Callable[[], int] = entry.load()
+        return command_line
+    raise NoCommandLineError(
+        f"no command line is registered in the {COMMAND_LINE_GROUP!r} entry-point group "
+        "(install the package: python -m pip install .)"
+    )
 
 
 def main() -> int:
@@ -30,7 +58,11 @@ def main() -> int:
             # them), and an interrupt during that import must not print a traceback. A
             # package's own import code may turn the interrupt into another error (numpy
             # reports an ImportError): any failure after a signal is that signal.
-            from replay._cli import main as run_command_line
+            run_command_line = load_command_line()
+        except NoCommandLineError as exc:
+            signal.signal(signal.SIGINT, previous_int)
+            print(f"simclock: {exc}", file=sys.stderr)
+            return 2
         except BaseException as exc:
             if not received and not isinstance(exc, KeyboardInterrupt):
                 signal.signal(signal.SIGINT, previous_int)

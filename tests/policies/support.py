@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import attrs
 
@@ -122,6 +123,9 @@ class KeepingTopology:
 
     def describe(self) -> Mapping[str, object]:
         return self.inner.describe()
+
+    def make_runtime(self, policy: Any, engines: tuple[Engine, ...], **options: Any) -> Any:
+        return self.inner.make_runtime(policy, engines, **options)
 
     def kv_blocks_used(self) -> list[int]:
         """Blocks still referenced on each engine."""

@@ -13,7 +13,7 @@ from engines import EngineConfig, FixedTiming
 from loadgen import ArrivalRule, Request, Workload
 from policies import InvalidWakeupError, PolicyContext, RequestStream, RoundRobin
 from replay import Aggregated, ReplayFailedError, run
-from replay._runner import abandon_loop
+from replay._run import abandon_loop
 from replay._watch import NO_PROGRESS_S, NO_PROGRESS_WAKEUPS, NoProgressError
 
 TOPOLOGY = Aggregated(

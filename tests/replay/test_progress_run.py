@@ -11,6 +11,7 @@ import pytest
 from engines import EngineConfig, FixedTiming
 from loadgen import Workload, read_trace
 from policies import LeastLoaded
+from replay import run
 from replay._cli_debug import (
     DebugOptions,
     add_debug_flags,
@@ -19,7 +20,6 @@ from replay._cli_debug import (
 )
 from replay._output import write_outputs
 from replay._report import ReplayResult
-from replay._runner import run
 from replay._timeline import TimelineFilter
 from replay._topology import Aggregated
 from tests.datasets import MOONCAKE, head_lines

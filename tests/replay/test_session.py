@@ -13,12 +13,11 @@ from engines import EngineConfig, EventKind, FixedTiming, TokenizerStage
 from loadgen import ArrivalRule, Request, Workload, read_trace
 from policies import LeastLoaded, PolicyContext, RequestStream, RoundRobin
 from policies._pd import PDPolicy
+from replay import Disaggregated, KVLink, run
 from replay._exceptions import ReplayFailedError
 from replay._metrics import SLO
 from replay._output import write_outputs
-from replay._pd import Disaggregated, KVLink
 from replay._report import ReplayResult
-from replay._runner import run
 from replay._session import ReplaySession, describe_event
 from replay._topology import Aggregated
 from simclock import get_logger, log_context

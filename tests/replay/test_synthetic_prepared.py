@@ -40,7 +40,7 @@ from replay import (
     run,
     write_outputs,
 )
-from replay._runner import _run_loop, report_run, setup_run
+from replay._run import Run, report_run
 
 SPECS = {
     "open": "count=50 arrivals=poisson(20) input=uniform(1,300) output=uniform(0,6)",
@@ -229,8 +229,11 @@ class _ByIndexOnly(Outcomes):
 @pytest.mark.parametrize("name", SPECS)
 def test_the_report_reads_the_drivers_outcomes_by_position(name: str) -> None:
     workload = _workload(name, lazy=True)
-    replay, echo = setup_run(workload, topology=_topology(), policy=KVAware(), seed=3)
-    now_ns, events = _run_loop(replay)
+    whole = Run.build(workload, topology=_topology(), policy=KVAware(), seed=3)
+    whole.advance()  # to the end of the replay, without its report
+    replay, echo = whole.parts, whole.echo
+    now_ns, events = whole.now_ns, whole.loop.stats().events
+    whole.close()
     report = replay.driver_report
     assert report is not None and isinstance(report.requests, Outcomes)
     by_index = _ByIndexOnly(report.requests)
@@ -250,8 +253,10 @@ def test_the_report_reads_the_drivers_outcomes_by_position(name: str) -> None:
 
 def test_an_outcome_at_the_wrong_position_is_an_internal_error() -> None:
     workload = _workload("open", lazy=True)
-    replay, _ = setup_run(workload, topology=_topology(), policy=KVAware(), seed=3)
-    _run_loop(replay)
+    whole = Run.build(workload, topology=_topology(), policy=KVAware(), seed=3)
+    whole.advance()
+    whole.close()
+    replay = whole.parts
     report = replay.driver_report
     assert report is not None and isinstance(report.requests, Outcomes)
     outcomes = report.requests

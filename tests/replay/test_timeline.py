@@ -23,7 +23,7 @@ from engines import (
 )
 from loadgen import ArrivalRule, Request, Workload
 from policies._pd import PDPolicy
-from replay._pd import Disaggregated, KVLink
+from replay import Disaggregated, KVLink
 from replay._session import ReplaySession
 from replay._timeline import Timeline, TimelineFilter, TimelineRecorder, timeline_from_events
 

@@ -35,6 +35,28 @@ def test_public_names_load_on_first_use_and_stay() -> None:
     assert "asyncio" in loaded and "replay" not in loaded and "engines" not in loaded
 
 
+def test_the_entry_module_finds_the_command_line_by_its_entry_point() -> None:
+    import simclock.__main__ as entry
+    from replay._cli import main
+
+    assert entry.load_command_line() is main  # registered in pyproject.toml, not imported
+
+
+def test_without_a_registered_command_line_the_entry_says_so(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import importlib.metadata
+
+    import simclock.__main__ as entry
+
+    monkeypatch.setattr(importlib.metadata, "entry_points", lambda **kwargs: ())
+    assert entry.main() == 2
+    assert capsys.readouterr().err == (
+        "simclock: no command line is registered in the 'simclock.cli' entry-point group "
+        "(install the package: python -m pip install .)\n"
+    )
+
+
 def test_an_unknown_name_is_an_attribute_error() -> None:
     try:
         simclock.no_such_name  # type: ignore[attr-defined]  # noqa: B018
@@ -47,26 +69,22 @@ def test_an_unknown_name_is_an_attribute_error() -> None:
 def test_a_signal_while_the_command_line_loads_is_one_line_even_if_an_import_turns_it_into_an_error(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import builtins
     import os
     import signal
     import time
 
     import simclock.__main__ as entry
 
-    real_import = builtins.__import__
+    def importing() -> object:
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(5)  # the handler interrupts this
+        except KeyboardInterrupt:
+            # what numpy does when its C import is interrupted
+            raise ImportError("PyCapsule_Import could not import module 'datetime'") from None
+        raise AssertionError("not interrupted")
 
-    def importing(name: str, *args: object, **kwargs: object) -> object:
-        if name == "replay._cli":
-            try:
-                os.kill(os.getpid(), signal.SIGINT)
-                time.sleep(5)  # the handler interrupts this
-            except KeyboardInterrupt:
-                # what numpy does when its C import is interrupted
-                raise ImportError("PyCapsule_Import could not import module 'datetime'") from None
-        return real_import(name, *args, **kwargs)  # type: ignore[arg-type]
-
-    monkeypatch.setattr(builtins, "__import__", importing)
+    monkeypatch.setattr(entry, "load_command_line", importing)
     try:
         assert entry.main() == 130
     finally:
