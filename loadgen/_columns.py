@@ -22,9 +22,18 @@ import numpy as np
 import numpy.typing as npt
 
 from ._blank import blank
-from ._request import ArrivalRule, Dep, Identity, Lineage
+from ._request import _BLANK as _BLANK_REQUEST
+from ._request import ArrivalRule, Dep, HashIds, Identity, Lineage, Request
 
-__all__ = ("after_completion", "after_completions", "gather", "identities", "placed", "roots")
+__all__ = (
+    "after_completion",
+    "after_completions",
+    "gather",
+    "identities",
+    "linked_requests",
+    "placed",
+    "roots",
+)
 
 _T = TypeVar("_T")
 
@@ -155,6 +164,121 @@ def identities(
         identity.__class__ = cls
         append(identity)
     return out
+
+
+_NO_IDENTITY = Identity()
+
+
+def linked_requests(
+    ids: Sequence[str],
+    input_lengths: Sequence[int],
+    output_lengths: Sequence[int],
+    block_size: int,
+    hash_ids: Sequence[HashIds],
+    rules: Sequence[ArrivalRule | None],
+    waited: Sequence[str | None],
+    delays_ms: Sequence[float],
+    conversation_ids: Sequence[str | None],
+    turn_indices: Sequence[int | None],
+    play_ids: Sequence[str | None] | None = None,
+    lineages: Sequence[Lineage | None] | None = None,
+) -> tuple[Request, ...]:
+    """Requests of rows that wait for one another, with their rules and identities, in
+    one pass (what :func:`after_completion`, :func:`identities` and
+    :func:`~loadgen._request.requests_from_columns` make in three, with no column of
+    rules or identities in between).
+
+    Row ``i``'s arrival is ``rules[i]``, or where that is None
+    ``ArrivalRule(None, (Dep(waited[i], "completion", delays_ms[i]),))``; its identity is
+    ``Identity(conversation_ids[i], turn_indices[i], play_ids[i], lineage=lineages[i])``,
+    or the default ``Identity()`` (one shared value) where the conversation is None.
+    ``play_ids`` and ``lineages`` default to None for every row. As for
+    :func:`~loadgen._request.requests_from_columns`, every ``hash_ids`` must already be
+    what :func:`~loadgen._request.as_hash_ids` returns unchanged.
+    """
+    count = len(ids)
+    given = (input_lengths, output_lengths, hash_ids, rules, waited, delays_ms)
+    if any(len(column) != count for column in (*given, conversation_ids, turn_indices)) or any(
+        column is not None and len(column) != count for column in (play_ids, lineages)
+    ):
+        raise ValueError("linked_requests: columns of different lengths")
+    columns = zip(
+        ids,
+        input_lengths,
+        output_lengths,
+        hash_ids,
+        rules,
+        waited,
+        delays_ms,
+        conversation_ids,
+        turn_indices,
+        repeat(None) if play_ids is None else play_ids,
+        repeat(None) if lineages is None else lineages,
+        strict=False,  # the lengths are checked above; the absent columns repeat
+    )
+    if (
+        _BLANK_REQUEST is None
+        or _BLANK_RULE is None
+        or _BLANK_DEP is None
+        or _BLANK_IDENTITY is None
+    ):  # pragma: no cover - CPython allows them
+        return tuple(
+            Request(
+                rid,
+                prompt,
+                output,
+                block_size,
+                content,
+                ArrivalRule(None, (Dep(after, "completion", delay),)) if rule is None else rule,
+                _NO_IDENTITY if talk is None else Identity(talk, turn, play, None, "measure", line),
+            )
+            for rid, prompt, output, content, rule, after, delay, talk, turn, play, line in columns
+        )
+    made, made_rule, made_dep, made_identity = (
+        _BLANK_REQUEST,
+        _BLANK_RULE,
+        _BLANK_DEP,
+        _BLANK_IDENTITY,
+    )
+    cls, rule_cls, dep_cls, identity_cls = Request, ArrivalRule, Dep, Identity
+    alone = _NO_IDENTITY
+    out: list[Request] = []
+    append = out.append
+    for rid, prompt, output, content, rule, after, delay, talk, turn, play, line in columns:
+        if rule is None:
+            dep: Any = made_dep()
+            dep.request_id = after
+            dep.on = "completion"
+            dep.delay_ms = delay
+            dep.__class__ = dep_cls
+            rule = made_rule()
+            rule.not_before_ms = None
+            rule.after = (dep,)
+            rule.__class__ = rule_cls
+        if talk is None:
+            identity: Any = alone
+        else:
+            identity = made_identity()
+            identity.conversation_id = talk
+            identity.turn_index = turn
+            identity.play_id = play
+            identity.lane = None
+            identity.phase = "measure"
+            identity.lineage = line
+            identity.__class__ = identity_cls
+        request: Any = made()
+        request.id = rid
+        request.input_length = prompt
+        request.output_length = output
+        request.block_size = block_size
+        request.hash_ids = content
+        request.arrival = rule
+        request.identity = identity
+        request.model = None
+        request.recorded_service_ms = None
+        request.__class__ = cls
+        append(request)
+    return tuple(out)
 
 
 def gather(values: Sequence[_T], index: npt.NDArray[np.int64]) -> list[_T]:

@@ -12,10 +12,12 @@ differential test compares them.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import numpy.typing as npt
 
-from ._columns import after_completion, gather, identities, placed, roots
+from ._columns import gather, linked_requests, roots
 from ._delta_fast import delta_content
 from ._fields import collector_paused
 from ._intern import ContentInterner
@@ -93,10 +95,13 @@ def _read(
     if not ((counts >= need) | (counts == prompts // block)).all():
         return None
     request_ids = [f"{src}:{line}" for line in lines]
-    arrivals = _arrivals(request_ids, stamps, delays, sessions, src, closed_loop)
+    arrivals = (
+        _standalone(stamps, delays, closed_loop)
+        if sessions.count(None) == count
+        else _links(request_ids, stamps, delays, sessions, src, closed_loop)
+    )
     if arrivals is None:
         return None
-    rules, identities, ignored = arrivals
     keep = np.minimum(counts, need)
     tail = counts < need
     scope = f"global:{src}"
@@ -113,15 +118,27 @@ def _read(
         content = _content(ids, scope, raw, counts, keep, tail)
         ends = np.cumsum(keep + tail).tolist()
     starts = [0, *ends[:-1]]
-    requests = requests_from_columns(
-        request_ids,
-        lengths.tolist(),
-        outputs.tolist(),
-        block,
-        [content[start:end] for start, end in zip(starts, ends, strict=True)],
-        rules,
-        identities,
-    )
+    slices = [content[start:end] for start, end in zip(starts, ends, strict=True)]
+    if isinstance(arrivals, _Links):
+        requests = linked_requests(
+            request_ids,
+            lengths.tolist(),
+            outputs.tolist(),
+            block,
+            slices,
+            arrivals.rules,
+            arrivals.waited,
+            arrivals.delays,
+            arrivals.conversations,
+            arrivals.turns,
+        )
+        ignored = arrivals.ignored
+    else:
+        rules, identities = arrivals
+        requests = requests_from_columns(
+            request_ids, lengths.tolist(), outputs.tolist(), block, slices, rules, identities
+        )
+        ignored = 0
     return Workload(
         requests=requests,
         source=src,
@@ -139,23 +156,35 @@ def _absent(count: int) -> Numbers:
     return Numbers(np.zeros(count, dtype=np.float64), np.zeros(count, dtype=np.bool_))
 
 
-def _arrivals(
+class _Links(NamedTuple):
+    """Each row's arrival and identity as :func:`~loadgen._columns.linked_requests`
+    takes them (file order)."""
+
+    rules: list[ArrivalRule | None]
+    """A root's rule; None for a row that waits for ``waited``."""
+    waited: list[str | None]
+    delays: list[float]
+    conversations: list[str | None]
+    turns: list[int]
+    ignored: int
+    """Timestamps of rows that wait (not used)."""
+
+
+def _links(
     request_ids: list[str],
     stamps: Numbers,
     delays: Numbers,
     sessions: list[str | None],
     src: str,
     closed_loop: bool,
-) -> tuple[list[ArrivalRule], list[Identity], int] | None:
-    """Each row's arrival rule and identity (the session rules of §2.1), or None.
+) -> _Links | None:
+    """Each row's arrival and identity (the session rules of §2.1), or None.
 
     A session's first row is a root at its timestamp; each later row waits for the
     completion of the row before it plus its ``delay``, else the gap from the session's
     latest timestamp used, else nothing. Worked out per column: rows sorted by session
-    (stably, so each session's rows keep file order).
+    (stably, so each session's rows keep file order), the results put back in file order.
     """
-    if sessions.count(None) == len(sessions):
-        return _standalone(stamps, delays, closed_loop)
     count = len(sessions)
     codes = dict.fromkeys(sessions)
     number = dict(zip(codes, range(len(codes)), strict=True))
@@ -193,22 +222,35 @@ def _arrivals(
     origin = float(given.min()) if given.size else None
     if origin is not None and float(given.max()) - origin > MAX_INSTANT_MS:
         return None
-    shared = _root_rules(stamps.values[root_rows], stamps.given[root_rows], origin)
-    waited = gather(request_ids, order[np.flatnonzero(later) - 1])
-    built = after_completion(waited, think[later].tolist())
-    rules = placed(count, (root_rows, shared), (order[later], built))
+    # In file order: a root's rule (None for the others), the row waited for (the row
+    # before in the session; ``count`` stands for none), the delay, the turn.
+    made, which = _shared_roots(stamps.values[root_rows], stamps.given[root_rows], origin)
+    rule_at = np.full(count, len(made), dtype=np.int64)
+    rule_at[root_rows] = which
+    waits = np.flatnonzero(later)
+    waiting = order[waits]
+    waited_row = np.full(count, count, dtype=np.int64)
+    waited_row[waiting] = order[waits - 1]
+    wait = np.zeros(count, dtype=np.float64)
+    wait[waiting] = think[waits]
+    turns = np.empty(count, dtype=np.int64)
+    turns[order] = turn
     # Each session's conversation id, by session code (None for rows without a session).
     conversations = [None if key is None else f"{src}/{key}" for key in codes]
-    made = identities(gather(conversations, in_order[named]), turn[named].tolist())
-    alone = order[~named]
-    people = placed(count, (order[named], made), (alone, [_NO_IDENTITY] * alone.size))
-    return rules, people, ignored
+    return _Links(
+        gather([*made, None], rule_at),
+        gather([*request_ids, None], waited_row),
+        wait.tolist(),
+        gather(conversations, code),
+        turns.tolist(),
+        ignored,
+    )
 
 
 def _standalone(
     stamps: Numbers, delays: Numbers, closed_loop: bool
-) -> tuple[list[ArrivalRule], list[Identity], int] | None:
-    """:func:`_arrivals` when no row has a session: every row is a root."""
+) -> tuple[list[ArrivalRule], list[Identity]] | None:
+    """Each row's rule and identity when no row has a session: every row is a root."""
     if bool(delays.values.any()) or not (closed_loop or bool(stamps.given.all())):
         return None
     given = stamps.values[stamps.given]
@@ -216,7 +258,7 @@ def _standalone(
     if origin is not None and float(given.max()) - origin > MAX_INSTANT_MS:
         return None
     rules = _root_rules(stamps.values, stamps.given, origin)
-    return rules, [_NO_IDENTITY] * len(rules), 0
+    return rules, [_NO_IDENTITY] * len(rules)
 
 
 def _root_rules(
@@ -227,6 +269,14 @@ def _root_rules(
     1,180 instants in the shared trace); same means the same bits, so -0.0 stays apart
     from 0.0 as it does when each row is read alone.
     """
+    made, which = _shared_roots(values, given, origin)
+    return gather(made, which)
+
+
+def _shared_roots(
+    values: npt.NDArray[np.float64], given: npt.NDArray[np.bool_], origin: float | None
+) -> tuple[list[ArrivalRule], Ids]:
+    """The distinct root rules of :func:`_root_rules` and each root's among them."""
     keys = np.where(given, values.view(np.int64), _ABSENT)
     _, first, inverse = np.unique(keys, return_index=True, return_inverse=True)
     stamps = [
@@ -234,7 +284,7 @@ def _root_rules(
         for value, present in zip(values[first].tolist(), given[first].tolist(), strict=True)
     ]
     made = roots([v - origin if origin and v is not None else v for v in stamps])
-    return gather(made, inverse.reshape(-1))
+    return made, inverse.reshape(-1)
 
 
 def _content(

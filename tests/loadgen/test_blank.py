@@ -16,6 +16,7 @@ from loadgen._columns import (
     after_completions,
     gather,
     identities,
+    linked_requests,
     placed,
     roots,
 )
@@ -58,6 +59,32 @@ def _columns_case() -> tuple[Any, ...]:
             [ArrivalRule(3.0), ArrivalRule(None, (Dep("r:1"),))],
             [Identity("c", 1), Identity()],
         ),
+        linked_requests(
+            ["r:1", "r:2", "r:3"],
+            [9, 1, 4],
+            [2, 0, 1],
+            4,
+            [ids[:3], ids[3:4], ids[4:]],
+            [ArrivalRule(3.0), None, None],
+            [None, "r:1", "r:2"],
+            [0.0, 1.5, 0.0],
+            ["c", "c", None],
+            [0, 1, None],
+        ),
+        linked_requests(
+            ["p/r:1"],
+            [1],
+            [1],
+            4,
+            [ids[:1]],
+            [None],
+            ["p/r:0"],
+            [2.0],
+            ["p/c"],
+            [3],
+            ["p"],
+            [lineage],
+        ),
     )
 
 
@@ -80,6 +107,32 @@ def _expected() -> tuple[Any, ...]:
             Request("r:1", 9, 2, 4, [0, 1, 2], ArrivalRule(3.0), Identity("c", 1)),
             Request("r:2", 1, 0, 4, [3], ArrivalRule(None, (Dep("r:1"),)), Identity()),
         ),
+        (
+            Request("r:1", 9, 2, 4, [0, 1, 2], ArrivalRule(3.0), Identity("c", 0)),
+            Request(
+                "r:2",
+                1,
+                0,
+                4,
+                [3],
+                ArrivalRule(None, (Dep("r:1", "completion", 1.5),)),
+                Identity("c", 1),
+            ),
+            Request(
+                "r:3", 4, 1, 4, [4], ArrivalRule(None, (Dep("r:2", "completion", 0.0),)), Identity()
+            ),
+        ),
+        (
+            Request(
+                "p/r:1",
+                1,
+                1,
+                4,
+                [0],
+                ArrivalRule(None, (Dep("p/r:0", "completion", 2.0),)),
+                Identity("p/c", 3, "p", lineage=lineage),
+            ),
+        ),
     )
 
 
@@ -96,6 +149,7 @@ def test_the_builders_equal_the_constructors(blanks: bool, monkeypatch: pytest.M
         for name in ("_BLANK_RULE", "_BLANK_DEP", "_BLANK_IDENTITY"):
             monkeypatch.setattr(_columns, name, None)
         monkeypatch.setattr(_request, "_BLANK", None)
+        monkeypatch.setattr(_columns, "_BLANK_REQUEST", None)
     for got, expected in zip(_columns_case(), _expected(), strict=True):
         _exact(got, expected)
 
@@ -109,6 +163,10 @@ def test_the_builders_refuse_columns_of_different_lengths() -> None:
         identities(["c"], [0], ["p", "q"])
     with pytest.raises(ValueError):
         requests_from_columns(["r"], [1, 2], [0], 4, [], [], [])
+    with pytest.raises(ValueError, match="different lengths"):
+        linked_requests(["r"], [1], [0], 4, [np.zeros(1)], [None], [None], [0.0], ["c"], [])
+    with pytest.raises(ValueError, match="different lengths"):
+        linked_requests(["r"], [1], [0], 4, [np.zeros(1)], [None], ["q"], [0.0], ["c"], [0], [])
 
 
 def test_placed_puts_each_part_at_its_rows_and_refuses_gaps() -> None:
