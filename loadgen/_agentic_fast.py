@@ -17,12 +17,12 @@ from typing import NamedTuple, cast
 import numpy as np
 import numpy.typing as npt
 
-from ._columns import after_completion, after_completions, gather, identities, placed, roots
+from ._columns import after_completions, gather, linked_requests, placed, roots
 from ._fields import collector_paused
 from ._intern import ContentInterner
 from ._limits import MAX_INSTANT_MS
 from ._lineage import derive_lineage
-from ._request import ArrivalRule, Lineage, requests_from_columns
+from ._request import ArrivalRule, Lineage
 from ._rows import cells, id_column, number_column, row_columns
 from ._workload import Play, Tolerated, Workload
 
@@ -114,9 +114,8 @@ def _read(data: bytes, src: str, block: int, ids: ContentInterner) -> Workload |
     row_play = gather(play_names, play)
     full_ids = [f"{p}/{r}" for p, r in zip(row_play, request_names, strict=True)]
     talks = _conversations(play, session_names, row_play, owners, targets)
-    people = identities(talks.names, talks.turns, row_play, talks.lineages)
-    rules = _rules(
-        root_rows, root_stamps - origin, owners, targets, dep_counts, waits, full_ids, count
+    rules, waited = _rules(
+        root_rows, root_stamps - origin, owners, targets, dep_counts, full_ids, waits, count
     )
     # Content: each play is its own scope, interned in play order (plays in order, each
     # play's rows in file order), a private id after a row's kept ids when its last
@@ -127,14 +126,19 @@ def _read(data: bytes, src: str, block: int, ids: ContentInterner) -> Workload |
     starts_of_play = ids.next_id - int(sizes.sum()) + np.concatenate(([0], np.cumsum(sizes)))
     ends = np.cumsum(keep + tail).tolist()
     starts = [0, *ends[:-1]]
-    requests = requests_from_columns(
+    requests = linked_requests(
         full_ids,
         prompts.tolist(),
         outputs.tolist(),
         block,
         [content[a:b] for a, b in zip(starts, ends, strict=True)],
         rules,
-        people,
+        waited,
+        waits.tolist(),
+        talks.names,
+        talks.turns,
+        row_play,
+        talks.lineages,
     )
     order = np.argsort(play, kind="stable")
     bounds = np.searchsorted(play[order], np.arange(play_count + 1)).tolist()
@@ -353,18 +357,21 @@ def _rules(
     owners: Ids,
     targets: Ids,
     dep_counts: Ids,
-    waits: npt.NDArray[np.float64],
     full_ids: list[str],
+    waits: npt.NDArray[np.float64],
     count: int,
-) -> list[ArrivalRule]:
-    """Each row's arrival rule: roots at their shifted timestamp, the others after the
-    completion of every request they wait for plus their delay."""
-    parts = [(root_rows, roots(root_shifted.tolist()))]
+) -> tuple[list[ArrivalRule | None], list[str | None]]:
+    """Each row's arrival as :func:`~loadgen._columns.linked_requests` takes it: roots at
+    their shifted timestamp and rows that wait for several requests have their rule; a
+    row that waits for one has None, and that request's id (the others None)."""
+    parts: list[tuple[Ids, list[ArrivalRule | None]]] = [
+        (root_rows, list(roots(root_shifted.tolist())))
+    ]
+    waited_row = np.full(count, count, dtype=np.int64)  # ``count`` stands for none
     single = np.flatnonzero(dep_counts == 1)
     if single.size:
-        edge = np.searchsorted(owners, single)
-        names = gather(full_ids, targets[edge])
-        parts.append((single, after_completion(names, waits[single].tolist())))
+        waited_row[single] = targets[np.searchsorted(owners, single)]
+        parts.append((single, [None] * single.size))
     several = np.flatnonzero(dep_counts > 1)
     if several.size:
         edge = np.searchsorted(owners, several).tolist()
@@ -373,8 +380,8 @@ def _rules(
         groups = [
             [full_ids[t] for t in target_list[e : e + n]] for e, n in zip(edge, sizes, strict=True)
         ]
-        parts.append((several, after_completions(groups, waits[several].tolist())))
-    return placed(count, *parts)
+        parts.append((several, list(after_completions(groups, waits[several].tolist()))))
+    return placed(count, *parts), gather([*full_ids, None], waited_row)
 
 
 def _content(

@@ -41,15 +41,20 @@ def _first_seen(keys: Ids, start: int) -> tuple[Ids, Ids]:
     first = order[starts]  # each key's first position in the stream, in key order
     fresh = np.zeros(size, dtype=np.bool_)
     fresh[first] = True
-    run = np.cumsum(starts, dtype=np.int64)  # each sorted position's key, from 1
-    del starts
-    rank = np.cumsum(fresh, dtype=np.int64)
+    # Running counts in place on an int64 copy: np.cumsum(bools, dtype=np.int64) converts
+    # into a fresh array, several times slower on this machine (bench/read.py, agentic).
+    rank = fresh.astype(np.int64)
+    np.cumsum(rank, out=rank)
     rank += start - 1
     key_rank = rank[first]  # each key's number, in key order
     del rank, first
+    run = starts.astype(np.int64)  # each sorted position's key, from 0
+    del starts
+    np.cumsum(run, out=run)
     run -= 1
+    np.take(key_rank, run, out=run)
     out = np.empty(size, dtype=np.int64)
-    out[order] = key_rank[run]
+    out[order] = run
     return out, np.flatnonzero(fresh)
 
 
