@@ -41,6 +41,8 @@ from ._pass import TimingModel as TimingModel
 from ._scheduler import SCHEDULERS as SCHEDULERS
 from ._scheduler import EngineScheduler as EngineScheduler
 from ._scheduler import Scheduler as Scheduler
+from ._sglang import SGLangRules as SGLangRules
+from ._sglang import SGLangScheduler as SGLangScheduler
 from ._timing import FixedTiming as FixedTiming
 from ._timing import LinearSample as LinearSample
 from ._timing import LinearTiming as LinearTiming
@@ -94,6 +96,8 @@ __all__ = (
     "Reservation",
     "Role",
     "RooflineTiming",
+    "SGLangRules",
+    "SGLangScheduler",
     "Scheduler",
     "Seq",
     "TableTiming",

@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from ._sglang import SGLangScheduler
 from ._vllm import VLLMScheduler
 
 if TYPE_CHECKING:
@@ -32,7 +33,7 @@ if TYPE_CHECKING:
     from ._kv import KVCache
     from ._macro import MacroRun
 
-__all__ = ("SCHEDULERS", "EngineScheduler", "Scheduler", "VLLMScheduler")
+__all__ = ("SCHEDULERS", "EngineScheduler", "SGLangScheduler", "Scheduler", "VLLMScheduler")
 
 
 @runtime_checkable
@@ -84,4 +85,7 @@ class Scheduler(Protocol):
 
 
 #: Scheduler names -> their classes, built from keyword options.
-SCHEDULERS: Mapping[str, Callable[..., Scheduler]] = {"vllm": VLLMScheduler}
+SCHEDULERS: Mapping[str, Callable[..., Scheduler]] = {
+    "vllm": VLLMScheduler,
+    "sglang": SGLangScheduler,
+}

@@ -487,6 +487,10 @@ class ReplayConfig:
         scheduler = self.build_scheduler()
         if scheduler is not None:
             fields["scheduler"] = scheduler
+            # a scheduler with pages (SGLang's) sizes the blocks unless the engine does
+            page_size = getattr(scheduler, "page_size", None)
+            if isinstance(page_size, int) and "block_size" not in fields:
+                fields["block_size"] = page_size
         if "num_blocks" not in fields:
             # Validate the other fields first, so a bad block size is reported as such.
             block_size = _call(where, EngineConfig, **{**fields, "num_blocks": 1}).block_size
