@@ -19,6 +19,7 @@ from engines import (
     KVCache,
     Pass,
     Scheduler,
+    SGLangScheduler,
     VLLMRules,
     VLLMScheduler,
 )
@@ -33,7 +34,7 @@ def test_the_default_scheduler_is_vllm_and_every_built_in_is_named() -> None:
     config = EngineConfig(num_blocks=10)
     assert config.scheduler == VLLMScheduler()
     assert isinstance(config.scheduler, Scheduler)
-    assert dict(SCHEDULERS) == {"vllm": VLLMScheduler}
+    assert dict(SCHEDULERS) == {"vllm": VLLMScheduler, "sglang": SGLangScheduler}
     assert VLLMScheduler().name == "vllm"
     assert VLLMScheduler().options() == {}
     assert VLLMScheduler(evict_empty_first=True).options() == {"evict_empty_first": True}

@@ -67,7 +67,7 @@ def test_the_pd_pools_take_the_scheduler(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("spec", "message"),
     [
-        ("sarathi", "--scheduler: unknown scheduler 'sarathi'; known: vllm"),
+        ("sarathi", "--scheduler: unknown scheduler 'sarathi'; known: vllm, sglang"),
         (
             "vllm:admit_whole_prompt=3",
             "--scheduler: vllm: admit_whole_prompt: must be true or false, got 3",
@@ -83,5 +83,47 @@ def test_a_bad_scheduler_is_one_line_and_exit_status_2(
 ) -> None:
     out = tmp_path / "out"
     assert main(["replay", "--scheduler", spec, *FAST, "--output-dir", str(out)]) == EXIT_USAGE
+    assert capsys.readouterr().err == f"simclock replay: error: {message}\n"
+    assert not out.exists()
+
+
+def test_sglang_is_selected_by_flag_and_config_file_with_blocks_of_its_page_size(
+    tmp_path: Path,
+) -> None:
+    config, flagged = _replay(tmp_path / "flag", "--scheduler", "sglang:schedule_policy=lpm")
+    engine = config["topology"]["engine"]  # type: ignore[index]
+    assert engine["scheduler"] == {"name": "sglang", "schedule_policy": "lpm"}
+    assert engine["block_size"] == 1  # SGLang's default page size sizes the blocks
+    assert flagged != _replay(tmp_path / "vllm")[1]  # other rules, other results
+    run_toml = tmp_path / "run.toml"
+    run_toml.write_text('[scheduler]\nname = "sglang"\nschedule_policy = "lpm"\n')
+    from_file, filed = _replay(tmp_path / "file", "--config", str(run_toml))
+    assert from_file["topology"] == config["topology"] and filed == flagged
+    paged, _ = _replay(tmp_path / "paged", "--scheduler", "sglang:page_size=16")
+    assert paged["topology"]["engine"]["block_size"] == 16  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (
+            ["--scheduler", "sglang:schedule_policy=dfs", *FAST],
+            "--scheduler: sglang: schedule_policy: must be 'lpm' or 'fcfs', got 'dfs'",
+        ),
+        (
+            ["--scheduler", "sglang:page_size=x", *FAST],
+            "--scheduler: sglang: page_size: must be an integer, got 'x'",
+        ),
+        (
+            ["--scheduler", "sglang", "--topology", "pd", "--timing", "fixed", "--quiet"],
+            "SGLangScheduler runs aggregated engines only, not role 'prefill'",
+        ),
+    ],
+)
+def test_a_bad_sglang_scheduler_is_one_line_and_exit_status_2(
+    args: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    assert main(["replay", *args, "--output-dir", str(out)]) == EXIT_USAGE
     assert capsys.readouterr().err == f"simclock replay: error: {message}\n"
     assert not out.exists()

@@ -45,7 +45,7 @@ BIG = 10**23
         ),
         (
             'scheduler = "sarathi"\n',
-            "run.toml: scheduler: unknown scheduler 'sarathi'; known: vllm",
+            "run.toml: scheduler: unknown scheduler 'sarathi'; known: vllm, sglang",
         ),
         (
             'scheduler = "vllm:max_tokens=3"\n',
