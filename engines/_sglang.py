@@ -87,11 +87,12 @@ Rules
 Not modelled: whole-node eviction (SGLang frees a whole radix leaf, possibly more tokens than
 needed; here a page at a time, as needed), the refresh of a node's access time by a lookup
 that admits nothing (LPM's ranking), the immediate eviction of ``20 * kept`` tokens at a
-retraction (``release_req``; here blocks are evicted when taken), SGLang's capping of
-``max_new_tokens`` to fit the pool (``init_req_max_new_tokens``, scheduler.py:2693; here only
-the admission estimate is capped, to ``capacity - ceil_page(prompt) - page_size - 1``, so an
-idle engine always admits), the overlap scheduler, priorities, LoRA, hierarchical cache, and
-the P/D roles (the scheduler runs aggregated engines only).
+retraction (``release_req``; here blocks are evicted when taken), the cut of a request's
+output by SGLang's cap of ``max_new_tokens`` to the pool (``init_req_max_new_tokens``,
+scheduler.py:2693; the capped value, ``capacity - ceil_page(prompt) - page_size - 1``, is used
+in every estimate above, so an idle engine always admits, but the output runs to the engine's
+length), the overlap scheduler, priorities, LoRA, hierarchical cache, and the P/D roles (the
+scheduler runs aggregated engines only).
 """
 
 from __future__ import annotations
@@ -335,7 +336,8 @@ class SGLangRules:
         mixed = bs if self._mixed else 0
         rem_input = self._max_prefill - mixed
         rem_chunk = None if self._chunk is None else self._chunk - mixed
-        offset = mixed + sum(ratio * min(r.target - r.num_output, clip) for r in decoding)
+        max_new = self._max_new
+        offset = mixed + sum(ratio * min(max(max_new(r) - r.num_output, 0), clip) for r in decoding)
         # Pages are taken at admission here (SGLang takes them once the batch is formed):
         # the pages taken in this round count as free for the rest of the round's checks.
         taken = 0
@@ -368,7 +370,7 @@ class SGLangRules:
                 taken += max(need, 0)
                 last = n == cand
                 charge = -(-n // e) * e
-                offset += charge + e + (min(chunked.target, clip) if last else 0)
+                offset += charge + e + (min(max_new(chunked), clip) if last else 0)
                 rem_input -= charge
                 rem_chunk -= charge
                 core.cache_full(chunked, c + n)
@@ -391,7 +393,7 @@ class SGLangRules:
             hits = core.lookup(r, (num_tokens - 1) // e)
             prefix = len(hits) * e
             extend = num_tokens - prefix
-            total = extend + max(0, min(r.target - r.num_output, clip, self._cap(r))) + e
+            total = extend + min(max(max_new(r) - r.num_output, 0), clip) + e
             locked = list(map(kv.ref.__getitem__, hits)).count(0) if hits else 0
             if total >= (kv.free_count + taken - locked) * e - offset:
                 result = _NO_TOKEN
@@ -401,10 +403,10 @@ class SGLangRules:
                     result = _OTHER
                 else:
                     n = extend
-                    max_new = min(r.target, clip)
+                    decode = min(max_new(r), clip)
                     if rem_chunk is not None and paged > rem_chunk:
                         n = (prefix + rem_chunk // e * e) // e * e - prefix
-                        max_new = 0
+                        decode = 0
                     if n <= 0:
                         result = _OTHER
                     else:
@@ -413,7 +415,7 @@ class SGLangRules:
                             raise InternalError(f"admission of {r.rid!r} could not allocate")
                         taken += need
                         charge = -(-n // e) * e
-                        offset += charge + e + max_new
+                        offset += charge + e + decode
                         rem_input -= charge
                         if rem_chunk is not None:
                             rem_chunk -= charge
@@ -442,12 +444,13 @@ class SGLangRules:
         core.price(plan, prompts, samples)
         return plan
 
-    def _cap(self, r: Seq) -> int:
-        """The largest decode estimate an idle engine admits ``r`` with: SGLang caps
-        ``max_new_tokens`` to ``capacity - ceil_page(prompt) - page_size - 1``
-        (``max_new_tokens_for_memory``, mem_cache/allocator/base.py:93)."""
+    def _max_new(self, r: Seq) -> int:
+        """SGLang's ``max_new_tokens`` of ``r``: its output length, capped to
+        ``capacity - ceil_page(prompt) - page_size - 1`` (``init_req_max_new_tokens``,
+        scheduler.py:2693, ``max_new_tokens_for_memory``, mem_cache/allocator/base.py:93), so
+        an idle engine always admits a request (its output is not cut here)."""
         e = self.core.block_size
-        return self.core.kv_capacity - -(-r.prompt // e) * e - e - 1
+        return max(0, min(r.target, self.core.kv_capacity - -(-r.prompt // e) * e - e - 1))
 
     def _admit(self, r: Seq, now_ns: int, hit_blocks: int, prefix: int, n: int) -> None:
         """Move ``r`` to running with its prefix shared and ``n`` positions scheduled."""
@@ -578,7 +581,7 @@ class SGLangRules:
             raise InternalError("a lone running request's decode step does not fit")
         reqs = [decoding[i] for i in kept]
         decoded = sum(r.num_output for r in reqs)
-        budget = sum(r.target for r in reqs)
+        budget = sum(map(self._max_new, reqs))
         self.ratio = min(1.0, (decoded + self._steps * len(reqs)) / (budget + 1))
         self.batch_is_full = False
         return reqs

@@ -157,6 +157,25 @@ def test_5b_the_longer_prompt_is_retracted_first_among_equal_outputs() -> None:
     assert admissions(c, "a") == [(0, 0), (2090, 150)]
 
 
+def test_5c_a_request_near_the_pool_size_is_readmitted_with_the_capped_estimate() -> None:
+    """A pool of 400 tokens, ``init_new_token_ratio`` 0.05. A (P 100, N 299) at 0: SGLang
+    caps its ``max_new_tokens`` to 400 - 100 - 1 - 1 = 298 (``init_req_max_new_tokens``), so
+    admitting it alone needs 100 + 298 + 1 = 399 < 400. B (P 50, N 200) at 1 ms: at 50 the
+    reservation for A is 0.05 * 297 = 14.85, B needs 251 < 300 - 14.85: admitted. From 100
+    both decode with 250 pages free: after 125 steps (at 1350) both have 126 tokens; the
+    longer prompt, A, is retracted. B's last token at 1350 + 74 * 10 = 2090. A alone then
+    needs 126 (its outputs; its prompt is cached and locked) + (298 - 126) + 1 = 299 <
+    400 - 100 = 300: readmitted at 2090 (with the uncapped 299 it would be 300, never
+    admitted); token 127 at 2100, the last (299, the output is not cut) at 2100 + 172 * 10 =
+    3820."""
+    c = sglang(400, init_new_token_ratio=0.05)
+    simulate(c, [req("a", 100, 299), req("b", 50, 200, arrival_ms=1)], check=True)
+    assert token_ms(c, "b")[-1] == 2090
+    a = token_ms(c, "a")
+    assert len(a) == 299 and a[125:127] == [1350, 2100] and a[-1] == 3820
+    assert admissions(c, "a") == [(0, 0), (2090, 100)]
+
+
 def test_6_lpm_admits_the_longest_cached_prefix_first() -> None:
     """``chunked_prefill_size`` 512. W (P 1024, ``[1, 2]``, N 1) at 0 prefills in two chunks,
     [0, 50) and [50, 100), and caches 1024 tokens. C1 (P 600, other ids, N 1) at 10 ms and
