@@ -33,6 +33,7 @@ import attrs
 import numpy as np
 
 import replay
+import replay.config
 from engines import (
     FixedTiming,
     LinearTiming,
@@ -187,7 +188,7 @@ class _Recording:
 
 def replay_cpu_s(trace: str | None, *, repeats: int, shapes: bool, limit: int | None) -> None:
     """Print the CPU seconds of the replay ``simclock replay [trace] --quiet`` runs."""
-    config = replay.resolve_config({}, {"trace": trace})
+    config = replay.config.resolve_config({}, {"trace": trace})
     if trace is None:
         sample = importlib.resources.files("replay").joinpath("data", "mooncake_sample.jsonl")
         with importlib.resources.as_file(sample) as path:

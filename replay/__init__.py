@@ -1,29 +1,14 @@
-"""replay: topologies, the runner, the report and the command line.
+"""replay: topologies, runs, reports and debugging.
 
 ``replay.run`` replays a workload through a topology of engines under a policy and returns a
-:class:`ReplayResult`; ``replay.finalize`` turns any run's journal into one, and
-``replay.write_outputs`` writes it. ``simclock replay`` is the command line over all of it.
+:class:`ReplayResult` (``replay.Run`` is the same replay as an object to advance);
+``replay.finalize`` turns any run's journal into one, and ``replay.write_outputs`` writes it.
+``simclock replay`` is the command line over all of it; its configuration (files, flags, name
+registries) is :mod:`replay.config`.
 """
 
 from __future__ import annotations
 
-from ._cli_debug import DebugOptions as DebugOptions
-from ._cli_debug import run_observed as run_observed
-from ._config import DEFAULT_GPU as DEFAULT_GPU
-from ._config import DEFAULT_MODEL as DEFAULT_MODEL
-from ._config import DEFAULT_POLICY as DEFAULT_POLICY
-from ._config import DEFAULT_TIMING as DEFAULT_TIMING
-from ._config import DEFAULT_WORKERS as DEFAULT_WORKERS
-from ._config import POLICIES as POLICIES
-from ._config import TIMINGS as TIMINGS
-from ._config import TOPOLOGIES as TOPOLOGIES
-from ._config import ComponentSpec as ComponentSpec
-from ._config import ConfigError as ConfigError
-from ._config import ReplayConfig as ReplayConfig
-from ._config import kv_blocks_for as kv_blocks_for
-from ._config import load_config_file as load_config_file
-from ._config import parse_spec as parse_spec
-from ._config import resolve_config as resolve_config
 from ._exceptions import ReplayError as ReplayError
 from ._exceptions import ReplayFailedError as ReplayFailedError
 from ._exceptions import ReplayInterrupted as ReplayInterrupted
@@ -47,7 +32,6 @@ from ._pd import PDRuntime as PDRuntime
 from ._pd_figure import handoff_timeline_svg as handoff_timeline_svg
 from ._pd_metrics import PDPhases as PDPhases
 from ._pd_metrics import pd_phases as pd_phases
-from ._pd_options import pd_from_config as pd_from_config
 from ._pd_options import pd_topology_from_options as pd_topology_from_options
 from ._pd_topology import PLACEMENT_ORDERS as PLACEMENT_ORDERS
 from ._pd_topology import TRANSFER_MODES as TRANSFER_MODES
@@ -104,29 +88,18 @@ from ._topology import Runtime as Runtime
 from ._topology import Topology as Topology
 
 __all__ = (
-    "DEFAULT_GPU",
-    "DEFAULT_MODEL",
-    "DEFAULT_POLICY",
-    "DEFAULT_TIMING",
-    "DEFAULT_WORKERS",
     "OUTPUT_FILES",
     "PERCENTILES",
     "PLACEMENT_ORDERS",
     "PLAY_OUTCOMES",
-    "POLICIES",
     "SCHEMA_VERSION",
     "SEED_STREAMS",
     "SLO",
     "TERMINAL_STATUSES",
-    "TIMINGS",
-    "TOPOLOGIES",
     "TRANSFER_MODES",
     "AdmissionRecord",
     "Aggregated",
     "Breakpoint",
-    "ComponentSpec",
-    "ConfigError",
-    "DebugOptions",
     "Disaggregated",
     "Distribution",
     "EngineCounters",
@@ -148,7 +121,6 @@ __all__ = (
     "PreparedWorkload",
     "Progress",
     "ProgressMode",
-    "ReplayConfig",
     "ReplayError",
     "ReplayFailedError",
     "ReplayInterrupted",
@@ -181,19 +153,13 @@ __all__ = (
     "format_workload_stats",
     "handoff_timeline_svg",
     "inspect_trace",
-    "kv_blocks_for",
-    "load_config_file",
     "make_progress",
     "normalize_block_ids",
-    "parse_spec",
-    "pd_from_config",
     "pd_phases",
     "pd_topology_from_options",
     "prepare",
     "request_json",
-    "resolve_config",
     "run",
-    "run_observed",
     "summary_json",
     "timeline_from_events",
     "validate_requests",

@@ -9,9 +9,9 @@ import pytest
 
 from engines import EngineConfig, FixedTiming, VLLMScheduler
 from policies import KVAware, LeastLoaded, RoundRobin, SessionAffinity
-from replay import (
+from replay import SLO
+from replay.config import (
     POLICIES,
-    SLO,
     TIMINGS,
     ComponentSpec,
     ConfigError,

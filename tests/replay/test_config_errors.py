@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 
 import replay._cli as cli
-from replay import ConfigError
 from replay._cli import EXIT_USAGE, main
 from replay._config import resolve_config
 from replay._limits import CLOCK_RANGE_S, MAX_COUNT, MAX_WORKERS
+from replay.config import ConfigError
 
 BIG = 10**23
 

@@ -35,6 +35,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "_cli_datasets",
         "_cli_debug",
         "_cli",
+        "config",
     ),
 }
 PACKAGE = Path(replay.__file__).parent
@@ -59,7 +60,7 @@ def _imports(path: Path) -> set[str]:
 
 
 def test_every_module_has_a_layer() -> None:
-    modules = {p.stem for p in PACKAGE.glob("_*.py") if p.stem != "__init__"}
+    modules = {p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__"}
     assert modules == set(_rank())
 
 

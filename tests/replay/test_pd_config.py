@@ -8,15 +8,8 @@ import pytest
 from engines import FixedTiming, kv_bytes_per_token, model_arch
 from loadgen import Workload
 from policies import KVAware, LeastLoaded
-from replay import (
-    ComponentSpec,
-    ConfigError,
-    KVLink,
-    pd_from_config,
-    pd_phases,
-    resolve_config,
-    run,
-)
+from replay import KVLink, pd_phases, run
+from replay.config import ComponentSpec, ConfigError, pd_from_config, resolve_config
 
 from .pd_helpers import request
 
