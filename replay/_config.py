@@ -27,7 +27,8 @@ A configuration is a flat table (TOML or JSON) whose keys are the command-line o
 Command-line flags override the file, key by key. :func:`resolve_config` validates everything and
 returns a :class:`ReplayConfig`; :meth:`ReplayConfig.build_policy` and
 :meth:`ReplayConfig.build_timing` turn names into objects through the explicit tables
-:data:`POLICIES` and :data:`TIMINGS` — the only place the command line maps names to code.
+:data:`POLICIES` and :data:`TIMINGS` of :mod:`replay._registry` — the only place the command
+line maps names to code — and :data:`engines.SCHEDULERS`.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from __future__ import annotations
 import json
 import math
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -45,12 +46,7 @@ import policies
 from engines import (
     SCHEDULERS,
     EngineConfig,
-    FixedTiming,
-    LinearTiming,
-    PolynomialTiming,
-    RooflineTiming,
     Scheduler,
-    TableTiming,
     TimingModel,
     gpu_spec,
     kv_bytes_per_token,
@@ -74,6 +70,7 @@ from ._limits import (
 )
 from ._metrics import SLO, SLOError
 from ._output import TOKEN_TIMES_MODES, TokenTimesMode
+from ._registry import POLICIES, TIMINGS, ComponentSpec, parse_spec, spec_from_value
 from ._runner import STEPPINGS, Stepping
 
 __all__ = (
@@ -179,161 +176,6 @@ WORKLOAD_FLAGS: Mapping[str, str] = {
 
 
 # --------------------------------------------------------------------------------------------
-# Names -> objects: the one explicit mapping at the edge.
-
-
-def _session_affinity(**options: Any) -> policies.SessionAffinity:
-    fallback = options.pop("fallback", None)
-    if fallback is None:
-        return policies.SessionAffinity(**options)
-    if not isinstance(fallback, str) or fallback not in _CHOICE_FALLBACKS:
-        known = ", ".join(_CHOICE_FALLBACKS)
-        raise ValueError(f"fallback: unknown policy {fallback!r}; known: {known}")
-    return policies.SessionAffinity(fallback=_CHOICE_FALLBACKS[fallback](), **options)
-
-
-_CHOICE_FALLBACKS: Mapping[str, Callable[[], policies.ChoicePolicy]] = {
-    "round_robin": policies.RoundRobin,
-    "random": policies.Random,
-    "least_loaded": policies.LeastLoaded,
-    "kv_aware": policies.KVAware,
-}
-
-POLICIES: Mapping[str, Callable[..., policies.Policy]] = {
-    "round_robin": policies.RoundRobin,
-    "random": policies.Random,
-    "least_loaded": policies.LeastLoaded,
-    "kv_aware": policies.KVAware,
-    "session_affinity": _session_affinity,
-}
-"""Policy name -> factory taking the policy's keyword options."""
-
-
-def _fixed(options: Mapping[str, Any], gpu: str, model: str) -> TimingModel:
-    return FixedTiming(**{"prefill_ms": 50.0, "decode_ms": 10.0, **options})
-
-
-def _polynomial(options: Mapping[str, Any], gpu: str, model: str) -> TimingModel:
-    return PolynomialTiming(**options)
-
-
-def _linear(options: Mapping[str, Any], gpu: str, model: str) -> TimingModel:
-    return LinearTiming(**options)
-
-
-def _roofline(options: Mapping[str, Any], gpu: str, model: str) -> TimingModel:
-    return RooflineTiming(gpu=gpu_spec(gpu), model=model_arch(model), **options)
-
-
-def _table(options: Mapping[str, Any], gpu: str, model: str) -> TimingModel:
-    options = dict(options)
-    file = options.pop("file", None)
-    if file is not None:
-        if options:
-            raise ConfigError("timing: table: give either file= or the table's fields, not both")
-        data = _read_json_table(Path(str(file)))
-        return TableTiming(**data)
-    return TableTiming(**options)
-
-
-TIMINGS: Mapping[str, Callable[[Mapping[str, Any], str, str], TimingModel]] = {
-    "fixed": _fixed,
-    "polynomial": _polynomial,
-    "linear": _linear,
-    "roofline": _roofline,
-    "table": _table,
-}
-"""Timing name -> factory ``(options, gpu, model) -> TimingModel``."""
-
-
-def _read_json_table(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"{path}: {exc.strerror or exc}") from None
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ConfigError(f"{path}:{exc.lineno}: -: invalid JSON: {exc.msg}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(f"{path}:1: -: a timing table must be a JSON object")
-    return data
-
-
-# --------------------------------------------------------------------------------------------
-# Specs: "name:key=value,key=value" on the command line, a table in a file.
-
-
-@attrs.frozen
-class ComponentSpec:
-    """A named component with keyword options, e.g. ``kv_aware:temperature=0.5``.
-
-    Attributes:
-        name: the component name (a key of :data:`POLICIES` or :data:`TIMINGS`).
-        options: keyword options for its factory, in the order given.
-    """
-
-    name: str
-    options: Mapping[str, Any] = attrs.field(factory=dict)
-
-    def as_json(self) -> dict[str, Any]:
-        """``{"name": ..., **options}`` (the form a config file accepts back)."""
-        return {"name": self.name, **self.options}
-
-
-def _scalar(text: str) -> Any:
-    """A command-line option value: bool, int, float, else the string itself."""
-    lowered = text.strip().lower()
-    if lowered in ("true", "false"):
-        return lowered == "true"
-    for convert in (int, float):
-        try:
-            return convert(text)
-        except ValueError:
-            pass
-    return text.strip()
-
-
-def parse_spec(text: str, *, what: str) -> ComponentSpec:
-    """Parse ``NAME[:key=value,...]`` into a :class:`ComponentSpec`.
-
-    Raises:
-        ConfigError: an empty name, an option that is not ``key=value``, a repeated key.
-    """
-    name, _, rest = text.partition(":")
-    name = name.strip()
-    if not name:
-        raise ConfigError(f"{what}: empty name in {text!r}")
-    options: dict[str, Any] = {}
-    for raw in rest.split(","):
-        item = raw.strip()
-        if not item:
-            continue
-        key, sep, value = item.partition("=")
-        key = key.strip()
-        if not sep or not key:
-            raise ConfigError(f"{what}: {item!r} is not key=value")
-        if key in options:
-            raise ConfigError(f"{what}: option {key!r} is given twice")
-        options[key] = _scalar(value)
-    return ComponentSpec(name, options)
-
-
-def _spec_from_value(value: object, *, where: str, name_key: str) -> ComponentSpec:
-    if isinstance(value, str):
-        return parse_spec(value, what=where)
-    if isinstance(value, Mapping):
-        options = dict(value)
-        name = options.pop(name_key, None)
-        if name is None and name_key == "type":
-            name = options.pop("name", None)
-        if not isinstance(name, str) or not name:
-            raise ConfigError(f"{where}: the table needs a {name_key!r} string")
-        return ComponentSpec(name, options)
-    raise ConfigError(f"{where}: must be a string or a table, got {value!r}")
-
-
-# --------------------------------------------------------------------------------------------
 # The resolved configuration.
 
 
@@ -377,8 +219,8 @@ class ReplayConfig:
     trace: str | None = None
     format: str = "auto"
     workers: int = DEFAULT_WORKERS
-    policy: ComponentSpec = ComponentSpec(DEFAULT_POLICY)
-    timing: ComponentSpec = ComponentSpec(DEFAULT_TIMING)
+    policy: ComponentSpec = attrs.field(factory=lambda: ComponentSpec(DEFAULT_POLICY))
+    timing: ComponentSpec = attrs.field(factory=lambda: ComponentSpec(DEFAULT_TIMING))
     gpu: str = DEFAULT_GPU
     model: str = DEFAULT_MODEL
     seed: int = 0
@@ -704,11 +546,11 @@ def resolve_config(
         elif key == "seed":
             kwargs[key] = _int(value, where=where, minimum=0)
         elif key == "policy":
-            kwargs[key] = _spec_from_value(value, where=where, name_key="name")
+            kwargs[key] = spec_from_value(value, where=where, name_key="name")
         elif key == "timing":
-            kwargs[key] = _spec_from_value(value, where=where, name_key="type")
+            kwargs[key] = spec_from_value(value, where=where, name_key="type")
         elif key == "scheduler":
-            kwargs[key] = _spec_from_value(value, where=where, name_key="name")
+            kwargs[key] = spec_from_value(value, where=where, name_key="name")
         elif key == "slo":
             kwargs[key] = _slo(value, where=where)
         elif key == "gpu_memory_utilization":

@@ -27,9 +27,10 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "_pd_figure",
     ),
     "composition": ("_topology", "_prepare", "_watch", "_runner", "_pd_topology", "_pd", "_run"),
-    "debugging": ("_session", "_progress", "_inspect"),
+    "debugging": ("_session_state", "_session", "_progress", "_inspect"),
     "command line": (
         "_factories",
+        "_registry",
         "_config",
         "_pd_options",
         "_cli_datasets",
