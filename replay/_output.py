@@ -28,6 +28,7 @@ from ._files import (
     temp_name,
     write_file_set,
 )
+from ._metric_table import DISTRIBUTIONS
 from ._metrics import Distribution
 from ._records import TOKEN_TIMES_MODES as TOKEN_TIMES_MODES
 from ._records import TokenTimesMode as TokenTimesMode
@@ -62,19 +63,6 @@ OUTPUT_FILES: tuple[str, ...] = (SUMMARY_FILE, REQUESTS_FILE, CONFIG_FILE)
 SUMMARY_SCHEMA = "simclock.replay.summary"
 REQUEST_SCHEMA = "simclock.replay.requests"
 
-# vLLM's serving benchmark names for the distributions it reports.
-_VLLM_METRICS = (("ttft", "ttft_ms"), ("tpot", "tpot_ms"), ("itl", "itl_ms"), ("e2el", "e2el_ms"))
-_DISTRIBUTIONS = (
-    "ttft_ms",
-    "ttst_ms",
-    "tpot_ms",
-    "itl_ms",
-    "e2el_ms",
-    "queueing_delay_ms",
-    "tokenization_ms",
-    "routing_delay_ms",
-    "output_tokens_per_s_per_user",
-)
 
 
 def _vllm_metrics(summary: Summary) -> dict[str, object]:
@@ -91,8 +79,11 @@ def _vllm_metrics(summary: Summary) -> dict[str, object]:
         "output_throughput": summary.output_throughput,
         "total_token_throughput": summary.total_token_throughput,
     }
-    for short, name in _VLLM_METRICS:
-        d: Distribution = getattr(summary, name)
+    for metric in DISTRIBUTIONS:
+        short = metric.vllm
+        if short is None:
+            continue
+        d: Distribution = getattr(summary, metric.name)
         out[f"mean_{short}_ms"] = d.mean
         out[f"median_{short}_ms"] = d.p50
         out[f"std_{short}_ms"] = d.std
@@ -120,7 +111,7 @@ def summary_json(result: ReplayResult) -> dict[str, object]:
         "virtual_duration_ms": meta.virtual_duration_ms,
         "status_counts": dict(s.status_counts),
         "metrics": _vllm_metrics(s),
-        "distributions": {name: getattr(s, name).as_dict() for name in _DISTRIBUTIONS},
+        "distributions": {m.name: getattr(s, m.name).as_dict() for m in DISTRIBUTIONS},
         "slo": None if s.slo is None else s.slo.as_dict(),
         "goodput": None if s.goodput is None else _jsonable(s.goodput),
         "prefix_reuse": {
@@ -454,18 +445,14 @@ def format_table(result: ReplayResult) -> str:
     row("Total token throughput (tok/s)", _num(s.total_token_throughput))
     row("Prefix reuse (% of input tokens)", _num(_pct(s.prefix_reuse_ratio)))
     row("Preemptions", str(s.preemptions))
-    for heading, short, name in (
-        ("Time to First Token", "TTFT", "ttft_ms"),
-        ("Time per Output Token (excl. 1st token)", "TPOT", "tpot_ms"),
-        ("Inter-token Latency", "ITL", "itl_ms"),
-        ("End-to-end Latency", "E2EL", "e2el_ms"),
-        ("Queueing Delay", "Queueing", "queueing_delay_ms"),
-    ):
-        d: Distribution = getattr(s, name)
-        title(heading)
-        row(f"Mean {short} (ms)", _num(d.mean))
-        row(f"Median {short} (ms)", _num(d.p50))
-        row(f"P99 {short} (ms)", _num(d.p99))
+    for metric in DISTRIBUTIONS:
+        if metric.heading is None:
+            continue
+        d: Distribution = getattr(s, metric.name)
+        title(metric.heading)
+        row(f"Mean {metric.label} (ms)", _num(d.mean))
+        row(f"Median {metric.label} (ms)", _num(d.p50))
+        row(f"P99 {metric.label} (ms)", _num(d.p99))
     phases = s.pd_phases
     if phases is not None:
         title("Prefill/decode phases (mean / P99 ms)")

@@ -26,6 +26,7 @@ from loadgen import (
 )
 
 from ._columns import RequestColumns
+from ._metric_table import DISTRIBUTIONS
 from ._metrics import SLO, Distribution
 from ._pd_metrics import PDPhases
 from ._records import DRIVER_STATUSES, Settled, ToBuild, build_records, unreleased_record
@@ -576,6 +577,13 @@ def _summary(
         np.repeat(1000.0 / values_ms[positive], weights[positive]), owned=True
     )
 
+    # every distribution of the table; those without a column are the pooled ones above
+    pooled = {"itl_ms": itl, "output_tokens_per_s_per_user": per_user}
+    distributions = {
+        m.name: pooled[m.name] if m.column is None else Distribution.of(columns.sample(m.column))
+        for m in DISTRIBUTIONS
+    }
+
     goodput: Goodput | None = None
     if slo is not None:
         good = columns.ints("good").astype(bool)
@@ -600,15 +608,7 @@ def _summary(
         input_throughput=_rate(total_input, duration_s),
         output_throughput=_rate(total_output, duration_s),
         total_token_throughput=_rate(total_input + total_output, duration_s),
-        ttft_ms=Distribution.of(columns.sample("ttft_ms")),
-        ttst_ms=Distribution.of(columns.sample("ttst_ms")),
-        tpot_ms=Distribution.of(columns.sample("tpot_ms")),
-        itl_ms=itl,
-        e2el_ms=Distribution.of(columns.sample("e2e_ms")),
-        queueing_delay_ms=Distribution.of(columns.sample("queueing_ms")),
-        tokenization_ms=Distribution.of(columns.sample("tokenization_ms")),
-        routing_delay_ms=Distribution.of(columns.sample("routing_ms")),
-        output_tokens_per_s_per_user=per_user,
+        **distributions,
         slo=slo,
         goodput=goodput,
         reused_input_tokens=reused_first,

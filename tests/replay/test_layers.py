@@ -17,6 +17,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "shared": ("_exceptions", "_files", "_limits", "_token_times_ms"),
     "results": (
         "_metrics",
+        "_metric_table",
         "_pd_metrics",
         "_records",
         "_columns",
