@@ -17,17 +17,19 @@ import contextlib
 import importlib.resources
 import signal
 import sys
+import textwrap
 import threading
 import traceback
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO, cast
 
+import attrs
 import numpy as np
 
 import simclock
-from engines import SCHEDULERS
-from loadgen import FORMATS, Workload, detect_format, generate_synthetic, read_trace
+from engines import SCHEDULERS, EngineConfig
+from loadgen import LoadMode, Workload, detect_format, generate_synthetic, read_trace
 from policies import Policy
 from simclock import __version__
 
@@ -42,14 +44,10 @@ from ._cli_debug import (
     write_timeline,
 )
 from ._config import (
-    DEFAULT_GPU,
-    DEFAULT_MODEL,
-    DEFAULT_POLICY,
-    DEFAULT_TIMING,
-    DEFAULT_WORKERS,
     POLICIES,
+    READER_KEYS,
+    RUN_KEYS,
     TIMINGS,
-    TOPOLOGIES,
     WORKLOAD_FLAGS,
     ConfigError,
     ReplayConfig,
@@ -59,10 +57,10 @@ from ._config import (
 )
 from ._exceptions import ReplayFailedError, ReplayInterrupted
 from ._files import check_destinations
+from ._flags import non_negative_int, positive_float, positive_int
 from ._limits import check_schedule
 from ._output import (
     OUTPUT_FILES,
-    TOKEN_TIMES_MODES,
     OutputError,
     RequestLog,
     format_table,
@@ -71,7 +69,7 @@ from ._output import (
 from ._pd_options import pd_from_config
 from ._report import ReplayResult
 from ._run import run
-from ._runner import SEED_STREAMS, STEPPINGS
+from ._runner import SEED_STREAMS
 from ._timeline import Timeline
 from ._topology import Aggregated, Topology
 
@@ -119,6 +117,22 @@ trace (github.com/kvcache-ai/Mooncake, Apache-2.0) on 4 engines (an H100 serving
 llama-3.1-8b, roofline timing, round-robin placement).
 """
 
+_CONFIG_FILE_TEXT = "config file (--config run.toml or run.json):\n" + textwrap.fill(
+    "a table with the same keys as the options ("
+    + ", ".join(k.name for k in RUN_KEYS if k.flag is not None or k.name == "trace")
+    + "), plus gpu_memory_utilization and an [engine] table of engine settings ("
+    + ", ".join(f.name for f in attrs.fields(EngineConfig) if f.name != "scheduler")
+    + "), and a [workload] table: load-mode keys ("
+    + ", ".join(f.name for f in attrs.fields(LoadMode))
+    + "), reader options ("
+    + ", ".join(READER_KEYS)
+    + "), and synthetic (a spec string or a table, instead of a trace). Options given on "
+    "the command line win. The config.json of an earlier run is a valid config file.",
+    width=88,
+    initial_indent="  ",
+    subsequent_indent="  ",
+)
+
 _REPLAY_EPILOG = f"""\
 specs:
   --policy, --timing and --scheduler take NAME[:key=value,...], e.g.
@@ -137,19 +151,13 @@ specs:
   schedulers: {", ".join(SCHEDULERS)}
     vllm        vLLM v1's rules; admit_whole_prompt, evict_empty_first (false by
                 default: true follows AISimulate's replay)
+    sglang      SGLang's rules; page_size (1; sets the block size), schedule_policy
+                (fcfs or lpm), chunked_prefill_size, max_prefill_tokens,
+                enable_mixed_chunk, init_new_token_ratio, min_new_token_ratio_factor,
+                new_token_ratio_decay_steps, schedule_conservativeness,
+                clip_max_new_tokens, retract_decode_steps (docs: sglang-scheduler)
 
-config file (--config run.toml or run.json): a table with the same keys as the options
-  (trace, format, topology, workers, prefill_workers, decode_workers, kv_bandwidth_gbps,
-  policy, timing, scheduler, gpu, model, seed, slo, output_dir), plus
-  gpu_memory_utilization and an [engine] table of engine settings (num_blocks,
-  block_size, max_num_batched_tokens, max_num_seqs, enable_chunked_prefill,
-  enable_prefix_caching, context_length, watermark_fraction, reserve_one_per_pass), and
-  a [workload] table: load-mode keys (speedup, concurrency, arrivals, target_rate,
-  max_requests, max_sessions, max_virtual_time_s, lanes, snapshots, snapshot_seed,
-  warmup, warmup_repeats, profile), reader options (block_size, source, nested_basis,
-  subagent_join, pacing, failures), and synthetic (a spec string or a table, instead of
-  a trace). Options given on the command line win. The config.json of an earlier run is
-  a valid config file.
+{_CONFIG_FILE_TEXT}
 
 synthetic workloads (--synthetic SPEC): key=value pairs separated by spaces, e.g.
   "count=1000 arrivals=poisson(5) input=lognormal(12035,6909) output=300";
@@ -195,100 +203,15 @@ def build_parser() -> argparse.ArgumentParser:
         ),
     )
     replay.add_argument(
-        "--format",
-        type=_format_name,
-        metavar="NAME",
-        help=f"the trace format: auto (detect from the file; default), {', '.join(FORMATS)}",
-    )
-    replay.add_argument(
         "--config",
         metavar="FILE",
         help="a .toml or .json configuration file; options given here override it",
     )
-    replay.add_argument(
-        "--topology",
-        choices=TOPOLOGIES,
-        help="aggregated engines, or pd: a prefill pool and a decode pool joined by a KV link "
-        "(default: aggregated)",
-    )
-    replay.add_argument(
-        "--workers",
-        type=_positive_int,
-        metavar="N",
-        help=f"number of aggregated engines (default: {DEFAULT_WORKERS})",
-    )
-    replay.add_argument(
-        "--prefill-workers",
-        type=_positive_int,
-        metavar="N",
-        help="pd topology: engines in the prefill pool (default: 1)",
-    )
-    replay.add_argument(
-        "--decode-workers",
-        type=_positive_int,
-        metavar="N",
-        help="pd topology: engines in the decode pool (default: 1)",
-    )
-    replay.add_argument(
-        "--kv-bandwidth-gbps",
-        type=_positive_float,
-        metavar="X",
-        help="pd topology: KV link bandwidth in GB/s (default: instant transfers)",
-    )
-    replay.add_argument(
-        "--policy",
-        metavar="SPEC",
-        help=f"placement policy NAME[:key=value,...] (default: {DEFAULT_POLICY})",
-    )
-    replay.add_argument(
-        "--timing",
-        metavar="SPEC",
-        help=f"pass-timing model NAME[:key=value,...] (default: {DEFAULT_TIMING})",
-    )
-    replay.add_argument(
-        "--scheduler",
-        metavar="SPEC",
-        help="engine scheduler NAME[:key=value,...] (default: vllm)",
-    )
-    replay.add_argument(
-        "--gpu",
-        metavar="NAME",
-        help=f"catalog GPU for roofline timing and KV capacity (default: {DEFAULT_GPU})",
-    )
-    replay.add_argument(
-        "--model",
-        metavar="NAME",
-        help=f"catalog model for roofline timing and KV capacity (default: {DEFAULT_MODEL})",
-    )
-    replay.add_argument(
-        "--seed",
-        type=_non_negative_int,
-        metavar="N",
-        help="run seed for every random choice (default: 0)",
-    )
-    replay.add_argument(
-        "--slo",
-        metavar="SPEC",
-        help="SLOs for goodput in ms, e.g. ttft=2000,tpot=50,e2e=30000 (bounds inclusive)",
-    )
-    replay.add_argument(
-        "--output-dir",
-        metavar="DIR",
-        help="write summary.json, requests.jsonl and config.json into DIR",
-    )
+    # every key of a run's configuration that has a flag, declared once (replay._config)
+    for key in RUN_KEYS:
+        if key.flag is not None:
+            replay.add_argument(key.flag_name, **key.flag)
     replay.add_argument("--quiet", action="store_true", help="do not print the report table")
-    replay.add_argument(
-        "--stepping",
-        choices=STEPPINGS,
-        help="macro: engines jump over passes whose outcome is known (default); pass: one "
-        "engine deadline per pass, the reference (the same results)",
-    )
-    replay.add_argument(
-        "--token-times",
-        choices=TOKEN_TIMES_MODES,
-        help="how requests.jsonl holds token times: full (default), runs of equal spacing "
-        "[start_ms, step_ms, count], or none",
-    )
     _add_workload_flags(replay)
     add_debug_flags(replay)
     replay.set_defaults(handler=_replay, parser=replay)
@@ -315,20 +238,20 @@ def _add_workload_flags(replay: argparse.ArgumentParser) -> None:
     )
     load.add_argument(
         "--speedup",
-        type=_positive_float,
+        type=positive_float,
         metavar="X",
         help="release at X times the trace's pace: root times and delays divided by X (default: 1)",
     )
     load.add_argument(
         "--concurrency",
-        type=_positive_int,
+        type=positive_int,
         metavar="N",
         help="closed loop: at most N sessions in flight, each holding its slot through its "
         "think times",
     )
     load.add_argument(
         "--target-rate",
-        type=_positive_float,
+        type=positive_float,
         metavar="R",
         help="scale the trace's pace so sessions start at R per second",
     )
@@ -340,19 +263,19 @@ def _add_workload_flags(replay: argparse.ArgumentParser) -> None:
     )
     load.add_argument(
         "--max-requests",
-        type=_non_negative_int,
+        type=non_negative_int,
         metavar="N",
         help="release the first N requests; later ones end never_issued",
     )
     load.add_argument(
         "--max-sessions",
-        type=_non_negative_int,
+        type=non_negative_int,
         metavar="N",
         help="start the first N sessions and run them to their end",
     )
     load.add_argument(
         "--max-virtual-time",
-        type=_positive_float,
+        type=positive_float,
         metavar="SECONDS",
         dest="max_virtual_time_s",
         help="stop releasing requests after this virtual time; in-flight ones end incomplete, "
@@ -361,7 +284,7 @@ def _add_workload_flags(replay: argparse.ArgumentParser) -> None:
     agentic = replay.add_argument_group("agentic plays (weka, agentic formats)")
     agentic.add_argument(
         "--lanes",
-        type=_positive_int,
+        type=positive_int,
         metavar="N",
         help="run at most N plays at once; a freed lane starts the next play",
     )
@@ -374,7 +297,7 @@ def _add_workload_flags(replay: argparse.ArgumentParser) -> None:
     )
     agentic.add_argument(
         "--snapshot-seed",
-        type=_non_negative_int,
+        type=non_negative_int,
         metavar="N",
         help="the seed of the snapshot cuts; implies --snapshots (default: the run seed)",
     )
@@ -387,14 +310,14 @@ def _add_workload_flags(replay: argparse.ArgumentParser) -> None:
     )
     agentic.add_argument(
         "--warmup-repeats",
-        type=_non_negative_int,
+        type=non_negative_int,
         metavar="N",
         help="warm-up requests per lane (default: 10)",
     )
     reader = replay.add_argument_group("trace reader options")
     reader.add_argument(
         "--block-size",
-        type=_positive_int,
+        type=positive_int,
         metavar="T",
         help="tokens per content id of the trace (mooncake default 512; csv formats 64)",
     )
@@ -425,43 +348,6 @@ def _add_workload_flags(replay: argparse.ArgumentParser) -> None:
         choices=("drop", "prefill_only"),
         help="burstgpt: drop failed requests (default) or keep them as prefill-only",
     )
-
-
-def _format_name(text: str) -> str:
-    if text not in ("auto", *FORMATS):
-        known = ", ".join(("auto", *FORMATS))
-        raise argparse.ArgumentTypeError(f"unknown format {text!r}; known: {known}")
-    return text
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
-    return value
-
-
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0, got {text}")
-    return value
 
 
 @contextlib.contextmanager
@@ -509,26 +395,11 @@ def _replay(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
         nested = file_values.get("config")
         if "schema_version" in file_values and isinstance(nested, dict):
             file_values = nested
-    overrides = {
-        "trace": args.trace,
-        "format": args.format,
-        "topology": args.topology,
-        "workers": args.workers,
-        "prefill_workers": args.prefill_workers,
-        "decode_workers": args.decode_workers,
-        "kv_bandwidth_gbps": args.kv_bandwidth_gbps,
-        "policy": args.policy,
-        "timing": args.timing,
-        "scheduler": args.scheduler,
-        "gpu": args.gpu,
-        "model": args.model,
-        "seed": args.seed,
-        "slo": args.slo,
-        "output_dir": args.output_dir,
-        "stepping": args.stepping,
-        "token_times": args.token_times,
-        "workload": {key: getattr(args, key) for key in WORKLOAD_FLAGS},
+    overrides: dict[str, Any] = {
+        key.name: getattr(args, key.name) for key in RUN_KEYS if key.flag is not None
     }
+    overrides["trace"] = args.trace
+    overrides["workload"] = {key: getattr(args, key) for key in WORKLOAD_FLAGS}
     config = resolve_config(file_values, overrides, source=source)
     # Before anything is read or run: an unusable output location must not cost a run.
     check_destinations(

@@ -36,7 +36,7 @@ from __future__ import annotations
 import json
 import math
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -52,12 +52,14 @@ from engines import (
     kv_bytes_per_token,
     model_arch,
 )
-from loadgen import LoadMode, SyntheticSpec, WorkloadConfigError, parse_synthetic
+from loadgen import FORMATS, LoadMode, SyntheticSpec, WorkloadConfigError, parse_synthetic
+from simclock import InternalError
 
 from ._exceptions import ConfigError
 from ._factories import POLICY_OPTION_CLASSES
 from ._factories import call_factory as _call
 from ._factories import check_option_types as _check_option_types
+from ._flags import format_name, non_negative_int, positive_float, positive_int
 from ._limits import (
     MAX_COUNT,
     MAX_RATE,
@@ -80,12 +82,15 @@ __all__ = (
     "DEFAULT_TIMING",
     "DEFAULT_WORKERS",
     "POLICIES",
+    "READER_KEYS",
+    "RUN_KEYS",
     "TIMINGS",
     "TOPOLOGIES",
     "WORKLOAD_FLAGS",
     "ComponentSpec",
     "ConfigError",
     "ReplayConfig",
+    "RunKey",
     "kv_blocks_for",
     "load_config_file",
     "parse_spec",
@@ -106,29 +111,6 @@ DEFAULT_MODEL = "llama-3.1-8b"
 DEFAULT_GPU_MEMORY_UTILIZATION = 0.9
 
 _META_KEYS = frozenset({"schema_version", "simclock_version"})
-_KEYS = (
-    "trace",
-    "format",
-    "workers",
-    "policy",
-    "timing",
-    "gpu",
-    "model",
-    "seed",
-    "slo",
-    "output_dir",
-    "gpu_memory_utilization",
-    "engine",
-    "topology",
-    "prefill_workers",
-    "decode_workers",
-    "kv_bandwidth_gbps",
-    "workload",
-    "stepping",
-    "token_times",
-    "scheduler",
-)
-_PD_KEYS = ("prefill_workers", "decode_workers", "kv_bandwidth_gbps")
 TOPOLOGIES: tuple[str, ...] = ("aggregated", "pd")
 """Topology names: ``aggregated`` engines, or ``pd`` (disaggregated prefill/decode pools)."""
 
@@ -136,7 +118,7 @@ TOPOLOGIES: tuple[str, ...] = ("aggregated", "pd")
 _T = TypeVar("_T")
 
 _LOAD_KEYS = tuple(f.name for f in attrs.fields(LoadMode))
-_READER_KEYS = ("block_size", "source", "nested_basis", "subagent_join", "pacing", "failures")
+READER_KEYS = ("block_size", "source", "nested_basis", "subagent_join", "pacing", "failures")
 _READER_CHOICES: Mapping[str, tuple[str, ...]] = {
     "nested_basis": ("auto", "relative", "absolute"),
     "subagent_join": ("none", "recorded"),
@@ -149,7 +131,7 @@ _READER_FORMATS: Mapping[str, tuple[str, ...]] = {
     "pacing": ("weka",),
     "failures": ("burstgpt",),
 }
-_WORKLOAD_KEYS = ("synthetic", *_LOAD_KEYS, *_READER_KEYS)
+_WORKLOAD_KEYS = ("synthetic", *_LOAD_KEYS, *READER_KEYS)
 
 WORKLOAD_FLAGS: Mapping[str, str] = {
     "synthetic": "--synthetic",
@@ -264,7 +246,7 @@ class ReplayConfig:
 
     def reader_options(self) -> dict[str, Any]:
         """The trace reader's options (``block_size``, ``source``, weka and burstgpt ones)."""
-        return {k: self.workload[k] for k in _READER_KEYS if self.workload.get(k) is not None}
+        return {k: self.workload[k] for k in READER_KEYS if self.workload.get(k) is not None}
 
     def build_policy(self) -> policies.Policy:
         """A fresh policy object (policies keep state, so each run needs its own).
@@ -497,8 +479,9 @@ def resolve_config(
     for key, value in (file_values or {}).items():
         if key in _META_KEYS:
             continue
-        if key not in _KEYS:
-            raise ConfigError(f"{source}: {key}: unknown key; known: {', '.join(_KEYS)}")
+        if key not in _RUN_KEY:
+            known = ", ".join(k.name for k in RUN_KEYS)
+            raise ConfigError(f"{source}: {key}: unknown key; known: {known}")
         merged[key] = (f"{source}: {key}", value)
     workload = _file_workload(merged.pop("workload", None))
     for key, value in (overrides or {}).items():
@@ -512,73 +495,15 @@ def resolve_config(
 
     kwargs: dict[str, Any] = {}
     for key, (where, value) in merged.items():
-        if value is None:
-            continue
-        if key in ("trace", "output_dir", "format", "gpu", "model"):
-            kwargs[key] = _str(value, where=where)
-        elif key in ("workers", "prefill_workers", "decode_workers"):
-            kwargs[key] = _int(value, where=where, minimum=1)
-            check_count(value, where=where, maximum=MAX_WORKERS)
-        elif key == "stepping":
-            if value not in STEPPINGS:
-                raise ConfigError(f"{where}: must be one of {', '.join(STEPPINGS)}, got {value!r}")
-            kwargs[key] = value
-        elif key == "token_times":
-            if value not in TOKEN_TIMES_MODES:
-                raise ConfigError(
-                    f"{where}: must be one of {', '.join(TOKEN_TIMES_MODES)}, got {value!r}"
-                )
-            kwargs[key] = value
-        elif key == "topology":
-            if value not in TOPOLOGIES:
-                raise ConfigError(f"{where}: must be one of {', '.join(TOPOLOGIES)}, got {value!r}")
-            kwargs[key] = value
-        elif key == "kv_bandwidth_gbps":
-            if (
-                isinstance(value, bool)
-                or not isinstance(value, int | float)
-                or not math.isfinite(value)
-                or value <= 0
-            ):
-                raise ConfigError(f"{where}: must be a finite number > 0 (GB/s), got {value!r}")
-            check_rate(value, where=where, minimum=MIN_KV_BANDWIDTH_GBPS, maximum=MAX_RATE)
-            kwargs[key] = float(value)
-        elif key == "seed":
-            kwargs[key] = _int(value, where=where, minimum=0)
-        elif key == "policy":
-            kwargs[key] = spec_from_value(value, where=where, name_key="name")
-        elif key == "timing":
-            kwargs[key] = spec_from_value(value, where=where, name_key="type")
-        elif key == "scheduler":
-            kwargs[key] = spec_from_value(value, where=where, name_key="name")
-        elif key == "slo":
-            kwargs[key] = _slo(value, where=where)
-        elif key == "gpu_memory_utilization":
-            if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
-                raise ConfigError(f"{where}: must be a number in (0, 1], got {value!r}")
-            kwargs[key] = float(value)
-        elif key == "engine":
-            if not isinstance(value, Mapping):
-                raise ConfigError(f"{where}: must be a table of EngineConfig fields")
-            known = {f.name for f in attrs.fields(EngineConfig)} - {"scheduler"}
-            for name in value:
-                if name == "scheduler":
-                    raise ConfigError(
-                        f"{where}: scheduler: not an engine field; set the top-level "
-                        "scheduler key (or --scheduler)"
-                    )
-                if name not in known:
-                    raise ConfigError(
-                        f"{where}: {name}: unknown engine field; known: {', '.join(sorted(known))}"
-                    )
-            kwargs[key] = dict(value)
+        if value is not None:
+            kwargs[key] = _RUN_KEY[key].check(value, where)
     topology = kwargs.get("topology", "aggregated")
     for key, (where, value) in merged.items():
         if value is None:
             continue
         if topology == "pd" and key == "workers":
             raise ConfigError(f"{where}: not used by the pd topology (see prefill_workers)")
-        if topology == "aggregated" and key in _PD_KEYS:
+        if topology == "aggregated" and _RUN_KEY[key].pd_only:
             raise ConfigError(f"{where}: only used with the pd topology")
     if workload:
         kwargs["workload"] = _workload(workload)
@@ -592,6 +517,251 @@ def resolve_config(
     config.build_timing()
     config.build_engine()
     return config
+
+
+# --------------------------------------------------------------------------------------------
+# The run's keys, declared once: a config file's top-level keys and the command line's flags.
+
+
+@attrs.frozen
+class RunKey:
+    """One top-level key of a run's configuration: how its value is checked, and the flag
+    (``--name-with-dashes``) that gives it on the command line.
+
+    Attributes:
+        name: the config file key (and :class:`ReplayConfig` field).
+        check: ``check(value, where)``: the value as :class:`ReplayConfig` holds it, or a
+            :class:`ConfigError` naming ``where`` (``run.toml: seed`` or ``--seed``).
+        flag: the flag's :meth:`argparse.ArgumentParser.add_argument` options; None for a
+            key only a file sets (a table) or one the command line takes another way (the
+            trace, a positional argument).
+        pd_only: only used with the pd topology.
+    """
+
+    name: str
+    check: Callable[[object, str], Any]
+    flag: Mapping[str, Any] | None = None
+    pd_only: bool = False
+
+    @property
+    def flag_name(self) -> str:
+        """``--name-with-dashes``."""
+        return "--" + self.name.replace("_", "-")
+
+
+def _text(value: object, where: str) -> str:
+    return _str(value, where=where)
+
+
+def _workers(value: object, where: str) -> int:
+    count = _int(value, where=where, minimum=1)
+    check_count(value, where=where, maximum=MAX_WORKERS)
+    return count
+
+
+def _choice(choices: tuple[str, ...]) -> Callable[[object, str], str]:
+    def check(value: object, where: str) -> str:
+        if value not in choices:
+            raise ConfigError(f"{where}: must be one of {', '.join(choices)}, got {value!r}")
+        return str(value)
+
+    return check
+
+
+def _kv_bandwidth(value: object, where: str) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value <= 0
+    ):
+        raise ConfigError(f"{where}: must be a finite number > 0 (GB/s), got {value!r}")
+    check_rate(value, where=where, minimum=MIN_KV_BANDWIDTH_GBPS, maximum=MAX_RATE)
+    return float(value)
+
+
+def _seed(value: object, where: str) -> int:
+    return _int(value, where=where, minimum=0)
+
+
+def _named(name_key: str) -> Callable[[object, str], ComponentSpec]:
+    def check(value: object, where: str) -> ComponentSpec:
+        return spec_from_value(value, where=where, name_key=name_key)
+
+    return check
+
+
+def _memory_utilization(value: object, where: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 1:
+        raise ConfigError(f"{where}: must be a number in (0, 1], got {value!r}")
+    return float(value)
+
+
+def _engine_table(value: object, where: str) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{where}: must be a table of EngineConfig fields")
+    known = {f.name for f in attrs.fields(EngineConfig)} - {"scheduler"}
+    for name in value:
+        if name == "scheduler":
+            raise ConfigError(
+                f"{where}: scheduler: not an engine field; set the top-level "
+                "scheduler key (or --scheduler)"
+            )
+        if name not in known:
+            raise ConfigError(
+                f"{where}: {name}: unknown engine field; known: {', '.join(sorted(known))}"
+            )
+    return dict(value)
+
+
+def _workload_table(value: object, where: str) -> Any:
+    raise InternalError("the workload table is resolved on its own")  # pragma: no cover
+
+
+RUN_KEYS: tuple[RunKey, ...] = (
+    RunKey("trace", _text),
+    RunKey(
+        "format",
+        _text,
+        {
+            "type": format_name,
+            "metavar": "NAME",
+            "help": f"the trace format: auto (detect from the file; default), {', '.join(FORMATS)}",
+        },
+    ),
+    RunKey(
+        "workers",
+        _workers,
+        {
+            "type": positive_int,
+            "metavar": "N",
+            "help": f"number of aggregated engines (default: {DEFAULT_WORKERS})",
+        },
+    ),
+    RunKey(
+        "policy",
+        _named("name"),
+        {
+            "metavar": "SPEC",
+            "help": f"placement policy NAME[:key=value,...] (default: {DEFAULT_POLICY})",
+        },
+    ),
+    RunKey(
+        "timing",
+        _named("type"),
+        {
+            "metavar": "SPEC",
+            "help": f"pass-timing model NAME[:key=value,...] (default: {DEFAULT_TIMING})",
+        },
+    ),
+    RunKey(
+        "gpu",
+        _text,
+        {
+            "metavar": "NAME",
+            "help": f"catalog GPU for roofline timing and KV capacity (default: {DEFAULT_GPU})",
+        },
+    ),
+    RunKey(
+        "model",
+        _text,
+        {
+            "metavar": "NAME",
+            "help": f"catalog model for roofline timing and KV capacity (default: {DEFAULT_MODEL})",
+        },
+    ),
+    RunKey(
+        "seed",
+        _seed,
+        {
+            "type": non_negative_int,
+            "metavar": "N",
+            "help": "run seed for every random choice (default: 0)",
+        },
+    ),
+    RunKey(
+        "slo",
+        lambda value, where: _slo(value, where=where),
+        {
+            "metavar": "SPEC",
+            "help": "SLOs for goodput in ms, e.g. ttft=2000,tpot=50,e2e=30000 (bounds inclusive)",
+        },
+    ),
+    RunKey(
+        "output_dir",
+        _text,
+        {"metavar": "DIR", "help": "write summary.json, requests.jsonl and config.json into DIR"},
+    ),
+    RunKey("gpu_memory_utilization", _memory_utilization),
+    RunKey("engine", _engine_table),
+    RunKey(
+        "topology",
+        _choice(TOPOLOGIES),
+        {
+            "choices": TOPOLOGIES,
+            "help": "aggregated engines, or pd: a prefill pool and a decode pool joined by a KV "
+            "link (default: aggregated)",
+        },
+    ),
+    RunKey(
+        "prefill_workers",
+        _workers,
+        {
+            "type": positive_int,
+            "metavar": "N",
+            "help": "pd topology: engines in the prefill pool (default: 1)",
+        },
+        pd_only=True,
+    ),
+    RunKey(
+        "decode_workers",
+        _workers,
+        {
+            "type": positive_int,
+            "metavar": "N",
+            "help": "pd topology: engines in the decode pool (default: 1)",
+        },
+        pd_only=True,
+    ),
+    RunKey(
+        "kv_bandwidth_gbps",
+        _kv_bandwidth,
+        {
+            "type": positive_float,
+            "metavar": "X",
+            "help": "pd topology: KV link bandwidth in GB/s (default: instant transfers)",
+        },
+        pd_only=True,
+    ),
+    RunKey("workload", _workload_table),
+    RunKey(
+        "stepping",
+        _choice(STEPPINGS),
+        {
+            "choices": STEPPINGS,
+            "help": "macro: engines jump over passes whose outcome is known (default); pass: "
+            "one engine deadline per pass, the reference (the same results)",
+        },
+    ),
+    RunKey(
+        "token_times",
+        _choice(TOKEN_TIMES_MODES),
+        {
+            "choices": TOKEN_TIMES_MODES,
+            "help": "how requests.jsonl holds token times: full (default), runs of equal "
+            "spacing [start_ms, step_ms, count], or none",
+        },
+    ),
+    RunKey(
+        "scheduler",
+        _named("name"),
+        {"metavar": "SPEC", "help": "engine scheduler NAME[:key=value,...] (default: vllm)"},
+    ),
+)
+"""Every top-level key of a run's configuration, in the order errors list them; a key with a
+flag is also a ``simclock replay`` option (the command line adds them in this order)."""
+
+_RUN_KEY: Mapping[str, RunKey] = {key.name: key for key in RUN_KEYS}
 
 
 def _slo(value: object, *, where: str) -> SLO | None:
@@ -652,7 +822,7 @@ def _workload(entries: Mapping[str, tuple[str, Any]]) -> dict[str, Any]:
     """Validate the merged ``[workload]`` entries; return the table, keys in a fixed order."""
     table = {key: entries[key][1] for key in _WORKLOAD_KEYS if key in entries}
     wheres = {key: entries[key][0] for key in table}
-    for key in _READER_KEYS:
+    for key in READER_KEYS:
         if key not in table:
             continue
         value, where = table[key], wheres[key]

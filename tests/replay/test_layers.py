@@ -30,6 +30,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
     "composition": ("_topology", "_prepare", "_watch", "_runner", "_pd_topology", "_pd", "_run"),
     "debugging": ("_session_state", "_session", "_progress", "_inspect"),
     "command line": (
+        "_flags",
         "_factories",
         "_registry",
         "_config",
