@@ -49,6 +49,8 @@ from ._config import (
     RUN_KEYS,
     TIMINGS,
     WORKLOAD_FLAGS,
+    WORKLOAD_GROUPS,
+    WORKLOAD_OPTIONS,
     ConfigError,
     ReplayConfig,
     load_config_file,
@@ -57,7 +59,6 @@ from ._config import (
 )
 from ._exceptions import ReplayFailedError, ReplayInterrupted
 from ._files import check_destinations
-from ._flags import non_negative_int, positive_float, positive_int
 from ._limits import check_schedule
 from ._output import (
     OUTPUT_FILES,
@@ -224,130 +225,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_workload_flags(replay: argparse.ArgumentParser) -> None:
-    """The workload flags: a synthetic workload, the load mode, the reader's options."""
-    load = replay.add_argument_group(
-        "workload and load mode",
-        "how requests are released (default: at the trace's timestamps); each flag overrides "
-        "the same key of the config file's [workload] table",
-    )
-    load.add_argument(
-        "--synthetic",
-        metavar="SPEC",
-        help='generate the workload instead of reading a TRACE, e.g. "count=1000 '
-        'arrivals=poisson(5) input=lognormal(12035,6909) output=300"',
-    )
-    load.add_argument(
-        "--speedup",
-        type=positive_float,
-        metavar="X",
-        help="release at X times the trace's pace: root times and delays divided by X (default: 1)",
-    )
-    load.add_argument(
-        "--concurrency",
-        type=positive_int,
-        metavar="N",
-        help="closed loop: at most N sessions in flight, each holding its slot through its "
-        "think times",
-    )
-    load.add_argument(
-        "--target-rate",
-        type=positive_float,
-        metavar="R",
-        help="scale the trace's pace so sessions start at R per second",
-    )
-    load.add_argument(
-        "--arrivals",
-        metavar="PROCESS",
-        help="re-time session starts with poisson(rate), gamma(rate,cv) or constant(rate), "
-        "keeping lengths, content and delays",
-    )
-    load.add_argument(
-        "--max-requests",
-        type=non_negative_int,
-        metavar="N",
-        help="release the first N requests; later ones end never_issued",
-    )
-    load.add_argument(
-        "--max-sessions",
-        type=non_negative_int,
-        metavar="N",
-        help="start the first N sessions and run them to their end",
-    )
-    load.add_argument(
-        "--max-virtual-time",
-        type=positive_float,
-        metavar="SECONDS",
-        dest="max_virtual_time_s",
-        help="stop releasing requests after this virtual time; in-flight ones end incomplete, "
-        "later ones never_issued",
-    )
-    agentic = replay.add_argument_group("agentic plays (weka, agentic formats)")
-    agentic.add_argument(
-        "--lanes",
-        type=positive_int,
-        metavar="N",
-        help="run at most N plays at once; a freed lane starts the next play",
-    )
-    agentic.add_argument(
-        "--snapshots",
-        action="store_const",
-        const=True,
-        help="cut each initial lane's play at a seeded point in 25-75%% of its span; earlier "
-        "requests are history (needs --lanes)",
-    )
-    agentic.add_argument(
-        "--snapshot-seed",
-        type=non_negative_int,
-        metavar="N",
-        help="the seed of the snapshot cuts; implies --snapshots (default: the run seed)",
-    )
-    agentic.add_argument(
-        "--warmup",
-        action="store_const",
-        const=True,
-        help="prime the caches with the history and wait for idle engines before measuring "
-        "(needs --snapshots)",
-    )
-    agentic.add_argument(
-        "--warmup-repeats",
-        type=non_negative_int,
-        metavar="N",
-        help="warm-up requests per lane (default: 10)",
-    )
-    reader = replay.add_argument_group("trace reader options")
-    reader.add_argument(
-        "--block-size",
-        type=positive_int,
-        metavar="T",
-        help="tokens per content id of the trace (mooncake default 512; csv formats 64)",
-    )
-    reader.add_argument(
-        "--source",
-        metavar="LABEL",
-        help="the source label in request ids (default: the file name up to its first dot)",
-    )
-    reader.add_argument(
-        "--nested-basis",
-        choices=("auto", "relative", "absolute"),
-        help="weka: the clock of subagent calls (default: auto, decided per group)",
-    )
-    reader.add_argument(
-        "--subagent-join",
-        choices=("none", "recorded"),
-        help="weka: recorded makes the parent's next call wait for a completed subagent "
-        "(default: none)",
-    )
-    reader.add_argument(
-        "--pacing",
-        choices=("recorded", "dependencies"),
-        help="weka: recorded keeps every call's recorded start as a floor; dependencies only "
-        "for calls without dependencies (default: recorded)",
-    )
-    reader.add_argument(
-        "--failures",
-        choices=("drop", "prefill_only"),
-        help="burstgpt: drop failed requests (default) or keep them as prefill-only",
-    )
+    """The workload flags: a synthetic workload, the load mode, the reader's options
+    (declared once, in :data:`replay._config.WORKLOAD_OPTIONS`)."""
+    groups = {
+        name: replay.add_argument_group(title, description)
+        for name, (title, description) in WORKLOAD_GROUPS.items()
+    }
+    for option in WORKLOAD_OPTIONS:
+        groups[option.group].add_argument(option.flag, dest=option.key, **option.options)
 
 
 @contextlib.contextmanager

@@ -87,6 +87,8 @@ __all__ = (
     "TIMINGS",
     "TOPOLOGIES",
     "WORKLOAD_FLAGS",
+    "WORKLOAD_GROUPS",
+    "WORKLOAD_OPTIONS",
     "ComponentSpec",
     "ConfigError",
     "ReplayConfig",
@@ -133,27 +135,235 @@ _READER_FORMATS: Mapping[str, tuple[str, ...]] = {
 }
 _WORKLOAD_KEYS = ("synthetic", *_LOAD_KEYS, *READER_KEYS)
 
-WORKLOAD_FLAGS: Mapping[str, str] = {
-    "synthetic": "--synthetic",
-    "speedup": "--speedup",
-    "concurrency": "--concurrency",
-    "arrivals": "--arrivals",
-    "target_rate": "--target-rate",
-    "max_requests": "--max-requests",
-    "max_sessions": "--max-sessions",
-    "max_virtual_time_s": "--max-virtual-time",
-    "lanes": "--lanes",
-    "snapshots": "--snapshots",
-    "snapshot_seed": "--snapshot-seed",
-    "warmup": "--warmup",
-    "warmup_repeats": "--warmup-repeats",
-    "block_size": "--block-size",
-    "source": "--source",
-    "nested_basis": "--nested-basis",
-    "subagent_join": "--subagent-join",
-    "pacing": "--pacing",
-    "failures": "--failures",
+@attrs.frozen
+class WorkloadFlag:
+    """The command-line flag of one ``[workload]`` key (flags win over the file).
+
+    Attributes:
+        key: the ``[workload]`` key.
+        flag: the flag.
+        group: the help section it is listed in (a key of :data:`WORKLOAD_GROUPS`).
+        options: its :meth:`argparse.ArgumentParser.add_argument` options.
+    """
+
+    key: str
+    flag: str
+    group: str
+    options: Mapping[str, Any]
+
+
+WORKLOAD_GROUPS: Mapping[str, tuple[str, str | None]] = {
+    "load": (
+        "workload and load mode",
+        "how requests are released (default: at the trace's timestamps); each flag overrides "
+        "the same key of the config file's [workload] table",
+    ),
+    "agentic": ("agentic plays (weka, agentic formats)", None),
+    "reader": ("trace reader options", None),
 }
+"""Help sections of the workload flags: title and description."""
+
+WORKLOAD_OPTIONS: tuple[WorkloadFlag, ...] = (
+    WorkloadFlag(
+        "synthetic",
+        "--synthetic",
+        "load",
+        {
+            "metavar": "SPEC",
+            "help": 'generate the workload instead of reading a TRACE, e.g. "count=1000 '
+            'arrivals=poisson(5) input=lognormal(12035,6909) output=300"',
+        },
+    ),
+    WorkloadFlag(
+        "speedup",
+        "--speedup",
+        "load",
+        {
+            "type": positive_float,
+            "metavar": "X",
+            "help": "release at X times the trace's pace: root times and delays divided by X "
+            "(default: 1)",
+        },
+    ),
+    WorkloadFlag(
+        "concurrency",
+        "--concurrency",
+        "load",
+        {
+            "type": positive_int,
+            "metavar": "N",
+            "help": "closed loop: at most N sessions in flight, each holding its slot through its "
+            "think times",
+        },
+    ),
+    WorkloadFlag(
+        "arrivals",
+        "--arrivals",
+        "load",
+        {
+            "metavar": "PROCESS",
+            "help": "re-time session starts with poisson(rate), gamma(rate,cv) or constant(rate), "
+            "keeping lengths, content and delays",
+        },
+    ),
+    WorkloadFlag(
+        "target_rate",
+        "--target-rate",
+        "load",
+        {
+            "type": positive_float,
+            "metavar": "R",
+            "help": "scale the trace's pace so sessions start at R per second",
+        },
+    ),
+    WorkloadFlag(
+        "max_requests",
+        "--max-requests",
+        "load",
+        {
+            "type": non_negative_int,
+            "metavar": "N",
+            "help": "release the first N requests; later ones end never_issued",
+        },
+    ),
+    WorkloadFlag(
+        "max_sessions",
+        "--max-sessions",
+        "load",
+        {
+            "type": non_negative_int,
+            "metavar": "N",
+            "help": "start the first N sessions and run them to their end",
+        },
+    ),
+    WorkloadFlag(
+        "max_virtual_time_s",
+        "--max-virtual-time",
+        "load",
+        {
+            "type": positive_float,
+            "metavar": "SECONDS",
+            "help": "stop releasing requests after this virtual time; in-flight ones end "
+            "incomplete, "
+            "later ones never_issued",
+        },
+    ),
+    WorkloadFlag(
+        "lanes",
+        "--lanes",
+        "agentic",
+        {
+            "type": positive_int,
+            "metavar": "N",
+            "help": "run at most N plays at once; a freed lane starts the next play",
+        },
+    ),
+    WorkloadFlag(
+        "snapshots",
+        "--snapshots",
+        "agentic",
+        {
+            "action": "store_const",
+            "const": True,
+            "help": "cut each initial lane's play at a seeded point in 25-75%% of its span; "
+            "earlier "
+            "requests are history (needs --lanes)",
+        },
+    ),
+    WorkloadFlag(
+        "snapshot_seed",
+        "--snapshot-seed",
+        "agentic",
+        {
+            "type": non_negative_int,
+            "metavar": "N",
+            "help": "the seed of the snapshot cuts; implies --snapshots (default: the run seed)",
+        },
+    ),
+    WorkloadFlag(
+        "warmup",
+        "--warmup",
+        "agentic",
+        {
+            "action": "store_const",
+            "const": True,
+            "help": "prime the caches with the history and wait for idle engines before measuring "
+            "(needs --snapshots)",
+        },
+    ),
+    WorkloadFlag(
+        "warmup_repeats",
+        "--warmup-repeats",
+        "agentic",
+        {
+            "type": non_negative_int,
+            "metavar": "N",
+            "help": "warm-up requests per lane (default: 10)",
+        },
+    ),
+    WorkloadFlag(
+        "block_size",
+        "--block-size",
+        "reader",
+        {
+            "type": positive_int,
+            "metavar": "T",
+            "help": "tokens per content id of the trace (mooncake default 512; csv formats 64)",
+        },
+    ),
+    WorkloadFlag(
+        "source",
+        "--source",
+        "reader",
+        {
+            "metavar": "LABEL",
+            "help": "the source label in request ids (default: the file name up to its first dot)",
+        },
+    ),
+    WorkloadFlag(
+        "nested_basis",
+        "--nested-basis",
+        "reader",
+        {
+            "choices": ("auto", "relative", "absolute"),
+            "help": "weka: the clock of subagent calls (default: auto, decided per group)",
+        },
+    ),
+    WorkloadFlag(
+        "subagent_join",
+        "--subagent-join",
+        "reader",
+        {
+            "choices": ("none", "recorded"),
+            "help": "weka: recorded makes the parent's next call wait for a completed subagent "
+            "(default: none)",
+        },
+    ),
+    WorkloadFlag(
+        "pacing",
+        "--pacing",
+        "reader",
+        {
+            "choices": ("recorded", "dependencies"),
+            "help": "weka: recorded keeps every call's recorded start as a floor; "
+            "dependencies only "
+            "for calls without dependencies (default: recorded)",
+        },
+    ),
+    WorkloadFlag(
+        "failures",
+        "--failures",
+        "reader",
+        {
+            "choices": ("drop", "prefill_only"),
+            "help": "burstgpt: drop failed requests (default) or keep them as prefill-only",
+        },
+    ),
+)
+"""Every ``[workload]`` key's flag, declared once (``simclock replay`` adds them in this
+order)."""
+
+WORKLOAD_FLAGS: Mapping[str, str] = {w.key: w.flag for w in WORKLOAD_OPTIONS}
 """``[workload]`` key -> the command-line flag that sets it (flags win over the file)."""
 
 

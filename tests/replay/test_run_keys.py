@@ -59,3 +59,13 @@ def test_a_file_and_the_flags_give_the_same_configuration() -> None:
         from_file, from_flags = _both(values)
         assert from_file == from_flags
         assert from_file.origins != from_flags.origins  # where each was set differs
+
+
+def test_every_workload_key_has_one_flag_and_the_flag_sets_it() -> None:
+    from replay._config import WORKLOAD_FLAGS, WORKLOAD_OPTIONS
+
+    assert list(WORKLOAD_FLAGS) == [w.key for w in WORKLOAD_OPTIONS]
+    parsed = vars(build_parser().parse_args(["replay"]))
+    assert {w.key for w in WORKLOAD_OPTIONS} <= set(parsed)
+    given = build_parser().parse_args(["replay", "--speedup", "2", "--max-virtual-time", "5"])
+    assert (given.speedup, given.max_virtual_time_s) == (2.0, 5.0)
