@@ -66,6 +66,7 @@ from ._report import RunMeta as RunMeta
 from ._report import Summary as Summary
 from ._report import finalize as finalize
 from ._run import Run as Run
+from ._run import RunOptions as RunOptions
 from ._run import run as run
 from ._runner import SEED_STREAMS as SEED_STREAMS
 from ._runner import RunJournal as RunJournal
@@ -132,6 +133,7 @@ __all__ = (
     "Run",
     "RunJournal",
     "RunMeta",
+    "RunOptions",
     "Runtime",
     "SLOError",
     "Stop",

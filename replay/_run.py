@@ -12,7 +12,7 @@ import inspect
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, cast
+from typing import Any, Required, TypedDict, Unpack, cast
 
 import attrs
 import numpy as np
@@ -39,12 +39,57 @@ from ._runner import (
 from ._stream import RecordStream
 from ._topology import Runtime, Topology
 
-__all__ = ("Run", "abandon_loop", "run")
+__all__ = ("Run", "RunOptions", "abandon_loop", "run", "setup")
 
 
 def _stop_loop(future: asyncio.Future[Any]) -> None:
     """Done callback of the run's main task: stop the loop, as ``run_until_complete`` does."""
     future.get_loop().stop()
+
+
+class RunOptions(TypedDict, total=False):
+    """The run spec: the options of a replay, given as keywords to :func:`replay.run`,
+    :meth:`Run.build` and :meth:`replay.ReplaySession.build` (``topology`` and ``policy``
+    are required).
+
+    Attributes:
+        topology: builds the engines (e.g. :class:`replay.Aggregated`).
+        policy: places the requests (a fresh policy object per run: policies keep state).
+        seed: the run seed (int >= 0; default 0).
+        slo: service-level objectives for goodput.
+        tokenizer: an optional frontend tokenization stage (REFERENCE-engine §7).
+        load: how the workload is released (``loadgen.LoadMode``: speedup, closed-loop
+            concurrency, rate override, stop rules, lanes, snapshots, warm-up, profile);
+            default: at the trace's timestamps.
+        max_virtual_time_s: stop the run at this virtual time (shorthand for
+            ``load.max_virtual_time_s``): requests in flight end ``incomplete`` and later
+            ones ``never_issued``.
+        keep_events: keep every lifecycle event in the journal (slower; for timelines).
+        config: extra configuration to echo in the report (e.g. the CLI's resolved config).
+        stepping: ``"macro"`` (default): engines jump over runs of passes whose outcome is
+            determined (docs/explanation/macro-stepping.md); ``"pass"``: one engine deadline
+            per pass, the reference behaviour. Both give the same results, byte for byte.
+        request_log: stream the per-request records to this :class:`replay.RequestLog` as
+            requests settle, keeping neither the records nor the settled requests' traces
+            (memory stays proportional to the requests in flight); the result's
+            ``requests`` is then empty and its summary the same. Write the report with
+            ``write_outputs(result, ..., request_log=request_log)``.
+    """
+
+    topology: Required[Topology]
+    policy: Required[Policy]
+    seed: int
+    slo: SLO | None
+    tokenizer: TokenizerStageLike | None
+    load: LoadMode | None
+    max_virtual_time_s: float | None
+    keep_events: bool
+    config: Mapping[str, object] | None
+    stepping: Stepping
+    request_log: RequestLog | None
+
+
+_RUN_OPTIONS = frozenset(RunOptions.__annotations__)
 
 
 @attrs.define(eq=False)
@@ -96,50 +141,24 @@ class Run:
 
     @classmethod
     def build(
-        cls,
-        workload: Workload,
-        *,
-        topology: Topology,
-        policy: Policy,
-        seed: int = 0,
-        slo: SLO | None = None,
-        tokenizer: TokenizerStageLike | None = None,
-        load: LoadMode | None = None,
-        max_virtual_time_s: float | None = None,
-        keep_events: bool = False,
-        config: Mapping[str, object] | None = None,
-        stepping: Stepping = "macro",
-        request_log: RequestLog | None = None,
-        run_id: str | None = None,
+        cls, workload: Workload, *, run_id: str | None = None, **options: Unpack[RunOptions]
     ) -> Run:
         """Build a replay exactly as :func:`replay.run` does, without running anything.
 
         Args:
-            workload, topology, policy, seed, slo, tokenizer, load, max_virtual_time_s,
-                keep_events, config, stepping, request_log: as in :func:`replay.run`.
+            workload: the requests to replay.
             run_id: a ``run_id`` bound to every log event of the run (none by default).
+            **options: the run spec (:class:`RunOptions`), as :func:`replay.run` takes it.
 
         Returns:
             The run, at virtual time 0 with nothing run.
 
         Raises:
+            TypeError: an unknown option, or ``topology`` or ``policy`` missing.
             WorkloadValidationError: the workload or an option is invalid.
         """
-        parts, echo = _setup(
-            workload,
-            topology=topology,
-            policy=policy,
-            seed=seed,
-            tokenizer=tokenizer,
-            load=load,
-            max_virtual_time_s=max_virtual_time_s,
-            keep_events=keep_events,
-            config=config,
-            stepping=stepping,
-            slo=slo,
-            request_log=request_log,
-        )
-        return cls(parts, workload, slo, echo, run_id)
+        parts, echo = setup(workload, options, caller="Run.build")
+        return cls(parts, workload, options.get("slo"), echo, run_id)
 
     # -- state -----------------------------------------------------------------------------
 
@@ -363,21 +382,7 @@ class Run:
             if self._result is None and self._error is None:
                 self._error = RuntimeError(reason)
 
-def run(
-    workload: Workload,
-    *,
-    topology: Topology,
-    policy: Policy,
-    seed: int = 0,
-    slo: SLO | None = None,
-    tokenizer: TokenizerStageLike | None = None,
-    load: LoadMode | None = None,
-    max_virtual_time_s: float | None = None,
-    keep_events: bool = False,
-    config: Mapping[str, object] | None = None,
-    stepping: Stepping = "macro",
-    request_log: RequestLog | None = None,
-) -> ReplayResult:
+def run(workload: Workload, **options: Unpack[RunOptions]) -> ReplayResult:
     """Replay ``workload`` through ``topology``'s engines under ``policy``; return the report.
 
     Everything runs on a fresh :class:`simclock.VirtualEventLoop`. The seed is split with
@@ -387,32 +392,15 @@ def run(
 
     Args:
         workload: the requests to replay (checked by :func:`replay.prepare`).
-        topology: builds the engines (e.g. :class:`replay.Aggregated`).
-        policy: places the requests (a fresh policy object per run: policies keep state).
-        seed: the run seed (int >= 0).
-        slo: service-level objectives for goodput.
-        tokenizer: an optional frontend tokenization stage (REFERENCE-engine §7).
-        load: how the workload is released (``loadgen.LoadMode``: speedup, closed-loop
-            concurrency, rate override, stop rules, lanes, snapshots, warm-up, profile);
-            default: at the trace's timestamps.
-        max_virtual_time_s: stop the run at this virtual time (shorthand for
-            ``load.max_virtual_time_s``): requests in flight end ``incomplete`` and later ones
-            ``never_issued``.
-        keep_events: keep every lifecycle event in the journal (slower; for timelines).
-        config: extra configuration to echo in the report (e.g. the CLI's resolved config).
-        stepping: ``"macro"`` (default): engines jump over runs of passes whose outcome is
-            determined (docs/explanation/macro-stepping.md); ``"pass"``: one engine deadline
-            per pass, the reference behaviour. Both give the same results, byte for byte.
-        request_log: stream the per-request records to this :class:`replay.RequestLog` as
-            requests settle, keeping neither the records nor the settled requests' traces
-            (memory stays proportional to the requests in flight); the result's
-            ``requests`` is then empty and its summary the same. Write the report with
-            ``write_outputs(result, ..., request_log=request_log)``.
+        **options: the run spec (:class:`replay.RunOptions`): ``topology`` and ``policy``
+            (required), ``seed``, ``slo``, ``tokenizer``, ``load``, ``max_virtual_time_s``,
+            ``keep_events``, ``config``, ``stepping``, ``request_log``.
 
     Returns:
         The :class:`replay.ReplayResult`.
 
     Raises:
+        TypeError: an unknown option, or ``topology`` or ``policy`` missing.
         WorkloadValidationError: the workload or an option is invalid.
         ReplayFailedError: a step failed (commit, abort, policy hook, policy coroutine, engine),
             the run made no progress (``NoProgressError``), or the loop failed
@@ -422,20 +410,8 @@ def run(
         ReplayInterrupted: a ``KeyboardInterrupt`` arrived during the run; its tasks were
             cancelled.
     """
-    return Run.build(
-        workload,
-        topology=topology,
-        policy=policy,
-        seed=seed,
-        slo=slo,
-        tokenizer=tokenizer,
-        load=load,
-        max_virtual_time_s=max_virtual_time_s,
-        keep_events=keep_events,
-        config=config,
-        stepping=stepping,
-        request_log=request_log,
-    ).result_or_raise()
+    parts, echo = setup(workload, options, caller="run")
+    return Run(parts, workload, options.get("slo"), echo).result_or_raise()
 
 
 def abandon_loop(loop: simclock.VirtualEventLoop) -> None:
@@ -507,29 +483,34 @@ def _check_seed(seed: object) -> int:
 
 
 
-def _setup(
-    workload: Workload,
-    *,
-    topology: Topology,
-    policy: Policy,
-    seed: int,
-    tokenizer: TokenizerStageLike | None = None,
-    load: LoadMode | None = None,
-    max_virtual_time_s: float | None = None,
-    keep_events: bool = False,
-    config: Mapping[str, object] | None = None,
-    stepping: Stepping = "macro",
-    slo: SLO | None = None,
-    request_log: RequestLog | None = None,
+def setup(
+    workload: Workload, options: RunOptions, *, caller: str
 ) -> tuple[RunParts, dict[str, Any]]:
     """Validate the options and make one replay's parts and configuration echo (see
     :meth:`Run.build`). With ``request_log``, records stream to it as requests settle
     (``slo`` decides their ``meets_slo``; give the same SLO to :func:`report_run`).
 
     Raises:
+        TypeError: an option that is not a key of :class:`RunOptions`, or a required one
+            missing, as a function with these keyword parameters would raise it.
         WorkloadValidationError: the workload or an option is invalid.
     """
-    seed = _check_seed(seed)
+    unknown = sorted(set(options) - _RUN_OPTIONS)
+    if unknown:
+        raise TypeError(f"{caller}() got an unexpected keyword argument {unknown[0]!r}")
+    for required in ("topology", "policy"):
+        if required not in options:
+            raise TypeError(f"{caller}() missing required keyword argument: {required!r}")
+    topology = options["topology"]
+    policy = options["policy"]
+    tokenizer = options.get("tokenizer")
+    slo = options.get("slo")
+    stepping = options.get("stepping", "macro")
+    max_virtual_time_s = options.get("max_virtual_time_s")
+    request_log = options.get("request_log")
+    config = options.get("config")
+    load = options.get("load")
+    seed = _check_seed(options.get("seed", 0))
     if stepping not in STEPPINGS:
         raise WorkloadValidationError(
             f"stepping: must be one of {', '.join(STEPPINGS)}, got {stepping!r}"
@@ -565,7 +546,7 @@ def _setup(
         seeds,
         tokenizer,
         None,
-        keep_events,
+        options.get("keep_events", False),
         seed=seed,
         load=load,
         stepping=stepping,

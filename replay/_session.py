@@ -27,23 +27,19 @@ from __future__ import annotations
 
 import asyncio
 import math
-from collections.abc import Callable, Mapping
-from typing import TypeVar, cast
+from collections.abc import Callable
+from typing import TypeVar, Unpack, cast
 
 import attrs
 
 import simclock
 from engines import Engine, EventKind, Journal, LifecycleEvent, RequestTrace
-from loadgen import LoadMode, Request, Workload
-from policies import Policy
+from loadgen import Request, Workload
 from simclock import get_logger
 
 from ._exceptions import ReplayFailedError
-from ._metrics import SLO
-from ._output import RequestLog
 from ._report import ReplayResult
-from ._run import Run
-from ._runner import Stepping, TokenizerStageLike
+from ._run import Run, RunOptions, setup
 from ._session_state import (
     STATE_OF,
     TERMINAL,
@@ -57,7 +53,6 @@ from ._session_state import (
     event_kind,
     format_ns,
 )
-from ._topology import Topology
 
 __all__ = (
     "Breakpoint",
@@ -121,33 +116,14 @@ class ReplaySession:
         cls,
         workload: Workload,
         *,
-        topology: Topology,
-        policy: Policy,
-        seed: int = 0,
-        slo: SLO | None = None,
-        tokenizer: TokenizerStageLike | None = None,
-        load: LoadMode | None = None,
-        max_virtual_time_s: float | None = None,
-        keep_events: bool = False,
-        config: Mapping[str, object] | None = None,
         history: bool = True,
         run_id: str | None = None,
-        stepping: Stepping = "macro",
-        request_log: RequestLog | None = None,
+        **options: Unpack[RunOptions],
     ) -> ReplaySession:
         """Build a replay exactly as :func:`replay.run` would, without running anything.
 
         Args:
             workload: the requests to replay.
-            topology: builds the engines (e.g. :class:`replay.Aggregated`).
-            policy: places the requests (a fresh policy object).
-            seed: the run seed (int >= 0).
-            slo: service-level objectives for goodput.
-            tokenizer: an optional frontend tokenization stage.
-            load: how the workload is released (load mode and stop rules).
-            max_virtual_time_s: stop releasing after this virtual time.
-            keep_events: keep every lifecycle event in the journal.
-            config: extra configuration to echo in the report.
             history: watch the journal (request history, request states, event and
                 request breakpoints). Watching makes the engines record their per-token
                 events (slower; the report does not change); with ``history=False`` the run
@@ -155,33 +131,22 @@ class ReplaySession:
                 predicates can stop it.
             run_id: the ``run_id`` bound to every log event of the run (default
                 ``"<workload source>#<seed>"``).
-            stepping: ``"macro"`` or ``"pass"``, as in :func:`replay.run`; the session shows
-                the same state at every instant either way.
-            request_log: stream the records as requests settle, as in :func:`replay.run`
-                (a settled request's trace is then dropped: :meth:`request` no longer shows it).
+            **options: the run spec (:class:`replay.RunOptions`), as :func:`replay.run`
+                takes it. With ``stepping="pass"`` or ``"macro"`` the session shows the same
+                state at every instant; with ``request_log`` a settled request's trace is
+                dropped (:meth:`request` no longer shows it).
 
         Returns:
             The session, at virtual time 0 with nothing run.
 
         Raises:
+            TypeError: an unknown option, or ``topology`` or ``policy`` missing.
             WorkloadValidationError: the workload or an option is invalid.
         """
-        run = Run.build(
-            workload,
-            topology=topology,
-            policy=policy,
-            seed=seed,
-            tokenizer=tokenizer,
-            load=load,
-            max_virtual_time_s=max_virtual_time_s,
-            keep_events=keep_events,
-            config=config,
-            stepping=stepping,
-            slo=slo,
-            request_log=request_log,
-            run_id=f"{workload.source}#{seed}" if run_id is None else run_id,
-        )
-        return cls(run, history)
+        if run_id is None:
+            run_id = f"{workload.source}#{options.get('seed', 0)}"
+        parts, echo = setup(workload, options, caller="ReplaySession.build")
+        return cls(Run(parts, workload, options.get("slo"), echo, run_id), history)
 
     # -- recording ------------------------------------------------------------------------
 
