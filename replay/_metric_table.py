@@ -1,19 +1,48 @@
-"""The summary's distributions in one table: from it the report computes them
-(:func:`replay._report.finalize`), ``summary.json`` names them (its ``distributions`` section,
-and vLLM's ``mean_<name>_ms``-style keys of its ``metrics`` section) and the console table
-shows them.
+"""The summary's metrics in tables: its figures (:data:`SCALARS`) and its distributions
+(:data:`DISTRIBUTIONS`). From them the report computes the distributions
+(:func:`replay._report.finalize`), ``summary.json`` names every metric (its ``metrics``
+section in vLLM's flat names, its ``distributions`` section) and the console table shows them.
 
-Adding a distribution to the report is adding a row here, its field to
-:class:`replay.Summary` (``tests/replay/test_metric_table.py`` checks that the two agree) and,
-when its sample is a per-request figure, its column to the records' columns
-(:mod:`replay._columns`).
+Adding a metric to the report is adding a row here and its field to :class:`replay.Summary`
+(``tests/replay/test_metric_table.py`` checks that the two agree); a figure is computed in
+:func:`replay._report._summary`, and a distribution whose sample is a per-request figure
+needs its column in the records' columns (:mod:`replay._columns`).
 """
 
 from __future__ import annotations
 
 import attrs
 
-__all__ = ("DISTRIBUTIONS", "DistributionMetric")
+__all__ = ("DISTRIBUTIONS", "SCALARS", "DistributionMetric", "ScalarMetric")
+
+
+@attrs.frozen
+class ScalarMetric:
+    """One figure of the summary, under vLLM's flat name in ``summary.json``'s ``metrics``.
+
+    Attributes:
+        name: the key in ``metrics``; the :class:`replay.Summary` attribute, except for
+            ``request_goodput`` (``Summary.goodput.request_goodput``, None without an SLO).
+        label: the console table's row label, None when the table leaves it out.
+    """
+
+    name: str
+    label: str | None = None
+
+
+SCALARS: tuple[ScalarMetric, ...] = (
+    ScalarMetric("duration_s", "Duration (s)"),
+    ScalarMetric("completed"),
+    ScalarMetric("total_input_tokens", "Total input tokens"),
+    ScalarMetric("total_output_tokens", "Total generated tokens"),
+    ScalarMetric("request_throughput", "Request throughput (req/s)"),
+    ScalarMetric("request_goodput"),
+    ScalarMetric("input_throughput"),
+    ScalarMetric("output_throughput", "Output token throughput (tok/s)"),
+    ScalarMetric("total_token_throughput", "Total token throughput (tok/s)"),
+)
+"""The summary's figures in the order ``summary.json``'s ``metrics`` section and the console
+table list them (the console shows the goodput, with its SLO, where ``request_goodput`` is)."""
 
 
 @attrs.frozen

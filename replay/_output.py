@@ -17,7 +17,7 @@ import contextlib
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import BinaryIO
+from typing import BinaryIO, cast
 
 from ._files import (
     FILE_MODE,
@@ -28,7 +28,7 @@ from ._files import (
     temp_name,
     write_file_set,
 )
-from ._metric_table import DISTRIBUTIONS
+from ._metric_table import DISTRIBUTIONS, SCALARS
 from ._metrics import Distribution
 from ._records import TOKEN_TIMES_MODES as TOKEN_TIMES_MODES
 from ._records import TokenTimesMode as TokenTimesMode
@@ -65,20 +65,16 @@ REQUEST_SCHEMA = "simclock.replay.requests"
 
 
 
+def _scalar(summary: Summary, name: str) -> object:
+    """The figure ``name`` of :data:`SCALARS`."""
+    if name == "request_goodput":
+        return None if summary.goodput is None else summary.goodput.request_goodput
+    return getattr(summary, name)
+
+
 def _vllm_metrics(summary: Summary) -> dict[str, object]:
     """The flat metric names of vLLM's ``benchmark_serving`` result file."""
-    goodput = summary.goodput
-    out: dict[str, object] = {
-        "duration_s": summary.duration_s,
-        "completed": summary.completed,
-        "total_input_tokens": summary.total_input_tokens,
-        "total_output_tokens": summary.total_output_tokens,
-        "request_throughput": summary.request_throughput,
-        "request_goodput": None if goodput is None else goodput.request_goodput,
-        "input_throughput": summary.input_throughput,
-        "output_throughput": summary.output_throughput,
-        "total_token_throughput": summary.total_token_throughput,
-    }
+    out: dict[str, object] = {m.name: _scalar(summary, m.name) for m in SCALARS}
     for metric in DISTRIBUTIONS:
         short = metric.vllm
         if short is None:
@@ -434,15 +430,15 @@ def format_table(result: ReplayResult) -> str:
     for status, count in s.status_counts.items():
         if count or status == "completed":
             row(f"  {status}", str(count))
-    row("Duration (s)", _num(s.duration_s))
-    row("Total input tokens", str(s.total_input_tokens))
-    row("Total generated tokens", str(s.total_output_tokens))
-    row("Request throughput (req/s)", _num(s.request_throughput))
-    if s.goodput is not None and s.slo is not None:
-        row(f"Request goodput (req/s) [{s.slo.as_text()}]", _num(s.goodput.request_goodput))
-        row("SLO attainment (% of completed)", _num(_pct(s.goodput.attainment)))
-    row("Output token throughput (tok/s)", _num(s.output_throughput))
-    row("Total token throughput (tok/s)", _num(s.total_token_throughput))
+    goodput, slo = s.goodput, s.slo
+    for figure in SCALARS:
+        if figure.name == "request_goodput":
+            if goodput is not None and slo is not None:
+                row(f"Request goodput (req/s) [{slo.as_text()}]", _num(goodput.request_goodput))
+                row("SLO attainment (% of completed)", _num(_pct(goodput.attainment)))
+        elif figure.label is not None:
+            value = cast("float | int | None", _scalar(s, figure.name))
+            row(figure.label, str(value) if isinstance(value, int) else _num(value))
     row("Prefix reuse (% of input tokens)", _num(_pct(s.prefix_reuse_ratio)))
     row("Preemptions", str(s.preemptions))
     for metric in DISTRIBUTIONS:

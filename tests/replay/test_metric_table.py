@@ -1,5 +1,5 @@
-"""The summary's distributions come from one table (``replay._metric_table``): the report
-computes every row, ``summary.json`` and the console table name them from it."""
+"""The summary's metrics come from tables (``replay._metric_table``): the report computes
+every distribution, ``summary.json`` and the console table name every metric from them."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import attrs
 
 from replay import Distribution, Summary, format_table, summary_json
 from replay._columns import _FLOAT_COLUMNS
-from replay._metric_table import DISTRIBUTIONS
+from replay._metric_table import DISTRIBUTIONS, SCALARS
 
 from .mooncake_e2e import replay
 
@@ -48,3 +48,20 @@ def test_the_files_and_the_table_name_every_row_as_the_table_says() -> None:
     for m in DISTRIBUTIONS:
         if m.label is not None:
             assert f"Mean {m.label} (ms):" in table
+
+
+def test_the_figures_are_summary_attributes_and_the_files_name_them_in_order() -> None:
+    names = {f.name for f in attrs.fields(Summary)}
+    assert [m.name for m in SCALARS if m.name not in names] == ["request_goodput"]
+    result = replay("round_robin")
+    metrics = summary_json(result)["metrics"]
+    assert isinstance(metrics, dict)
+    assert list(metrics)[: len(SCALARS)] == [m.name for m in SCALARS]
+    for m in SCALARS:
+        if m.name != "request_goodput":
+            assert metrics[m.name] == getattr(result.summary, m.name)
+    assert metrics["request_goodput"] is None  # no SLO, no goodput
+    table = format_table(result)
+    labels = [m.label for m in SCALARS if m.label is not None]
+    positions = [table.index(f"{label}:") for label in labels]
+    assert positions == sorted(positions)
