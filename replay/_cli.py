@@ -28,7 +28,7 @@ import attrs
 import numpy as np
 
 import simclock
-from engines import SCHEDULERS, EngineConfig
+from engines import EngineConfig
 from loadgen import LoadMode, Workload, detect_format, generate_synthetic, read_trace
 from policies import Policy
 from simclock import __version__
@@ -47,6 +47,7 @@ from ._config import (
     POLICIES,
     READER_KEYS,
     RUN_KEYS,
+    SCHEDULERS,
     TIMINGS,
     WORKLOAD_FLAGS,
     WORKLOAD_GROUPS,

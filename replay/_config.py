@@ -28,7 +28,7 @@ Command-line flags override the file, key by key. :func:`resolve_config` validat
 returns a :class:`ReplayConfig`; :meth:`ReplayConfig.build_policy` and
 :meth:`ReplayConfig.build_timing` turn names into objects through the explicit tables
 :data:`POLICIES` and :data:`TIMINGS` of :mod:`replay._registry` — the only place the command
-line maps names to code — and :data:`engines.SCHEDULERS`.
+line maps names to code, with its :data:`SCHEDULERS`.
 """
 
 from __future__ import annotations
@@ -44,7 +44,6 @@ import attrs
 
 import policies
 from engines import (
-    SCHEDULERS,
     EngineConfig,
     Scheduler,
     TimingModel,
@@ -72,7 +71,14 @@ from ._limits import (
 )
 from ._metrics import SLO, SLOError
 from ._output import TOKEN_TIMES_MODES, TokenTimesMode
-from ._registry import POLICIES, TIMINGS, ComponentSpec, parse_spec, spec_from_value
+from ._registry import (
+    POLICIES,
+    SCHEDULERS,
+    TIMINGS,
+    ComponentSpec,
+    parse_spec,
+    spec_from_value,
+)
 from ._runner import STEPPINGS, Stepping
 
 __all__ = (
@@ -84,6 +90,7 @@ __all__ = (
     "POLICIES",
     "READER_KEYS",
     "RUN_KEYS",
+    "SCHEDULERS",
     "TIMINGS",
     "TOPOLOGIES",
     "WORKLOAD_FLAGS",

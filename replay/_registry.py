@@ -2,9 +2,10 @@
 the command line or in a config file becomes code.
 
 :data:`POLICIES` maps policy names to factories taking keyword options, :data:`TIMINGS`
-timing-model names to factories taking ``(options, gpu, model)``; the schedulers' table is
-:data:`engines.SCHEDULERS`. A component is named ``NAME[:key=value,...]`` on the command line
-or as a table in a file (:class:`ComponentSpec`, :func:`parse_spec`).
+timing-model names to factories taking ``(options, gpu, model)``, :data:`SCHEDULERS` scheduler
+names to their classes (the engines' own table, :data:`engines.SCHEDULERS`). A component is
+named ``NAME[:key=value,...]`` on the command line or as a table in a file
+(:class:`ComponentSpec`, :func:`parse_spec`).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import attrs
 
 import policies
 from engines import (
+    SCHEDULERS,
     FixedTiming,
     LinearTiming,
     PolynomialTiming,
@@ -30,7 +32,7 @@ from engines import (
 
 from ._exceptions import ConfigError
 
-__all__ = ("POLICIES", "TIMINGS", "ComponentSpec", "parse_spec", "spec_from_value")
+__all__ = ("POLICIES", "SCHEDULERS", "TIMINGS", "ComponentSpec", "parse_spec", "spec_from_value")
 
 
 def _session_affinity(**options: Any) -> policies.SessionAffinity:

@@ -4,7 +4,7 @@ the defaults.
 A configuration is resolved from a TOML or JSON file and command-line overrides
 (:func:`resolve_config`) into a :class:`ReplayConfig`, which builds the run's components. The
 command line maps names to code in these tables only: :data:`POLICIES`, :data:`TIMINGS`,
-:data:`TOPOLOGIES` and :data:`engines.SCHEDULERS`.
+:data:`TOPOLOGIES` and :data:`SCHEDULERS`.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from ._config import DEFAULT_POLICY as DEFAULT_POLICY
 from ._config import DEFAULT_TIMING as DEFAULT_TIMING
 from ._config import DEFAULT_WORKERS as DEFAULT_WORKERS
 from ._config import POLICIES as POLICIES
+from ._config import SCHEDULERS as SCHEDULERS
 from ._config import TIMINGS as TIMINGS
 from ._config import TOPOLOGIES as TOPOLOGIES
 from ._config import ComponentSpec as ComponentSpec
@@ -33,6 +34,7 @@ __all__ = (
     "DEFAULT_TIMING",
     "DEFAULT_WORKERS",
     "POLICIES",
+    "SCHEDULERS",
     "TIMINGS",
     "TOPOLOGIES",
     "ComponentSpec",
