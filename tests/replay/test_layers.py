@@ -33,6 +33,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "_flags",
         "_factories",
         "_registry",
+        "_run_keys",
         "_config",
         "_pd_options",
         "_cli_datasets",
