@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 from itertools import repeat
+from operator import itemgetter
 
 from simclock import InternalError
 
@@ -19,6 +20,8 @@ from ._keys import OUTPUT_KEY_BASE
 __all__ = ("KVCache",)
 
 NO_KEY = 0
+UNLINKED = -2
+"""The previous-block link of every block outside the linked part of the free queue."""
 
 
 class KVCache:
@@ -36,6 +39,15 @@ class KVCache:
     grow geometrically past them (the blocks beyond hold 0 and no key, as untouched blocks
     do), so taking fresh blocks writes their counts only; :meth:`ref_counts` and
     :meth:`block_keys` give every block.
+
+    A release queues the blocks it frees as one *run* (a list, in queue order) behind the
+    linked part of the queue, without linking them: the queue is the linked part, then the
+    runs in release order. Hits that are the newest end of a run (a sequence's blocks taken
+    back, in whole or in part, by the next request of its conversation) leave it in one slice
+    deletion, and taking blocks from the head goes on into the runs; anything else that needs
+    a queued block's links (taking a free hit out of the middle of the queue) links the
+    runs first (:meth:`_link_runs`). With ``eager_links`` every release links its blocks at
+    once instead (the plain free queue, the oracle of the runs).
 
     Key transitions (a key gaining its first cached copy, or losing its last) are appended to
     ``pending_kinds`` (``True`` = stored) and ``pending_keys``, side by side, for the owner to
@@ -56,17 +68,23 @@ class KVCache:
         pending_keys: per key transition not yet published, its key.
         empty: with ``empty_first``, the released blocks that cache nothing, oldest first:
             they are taken before the queue (None otherwise).
+        eager_links: whether a release links its blocks into the queue at once.
     """
 
     __slots__ = (
+        "_first",
         "_head",
         "_next",
         "_prev",
+        "_run_of",
+        "_runs",
+        "_serial",
         "_tail",
         "_top",
         "_top_output",
         "block_size",
         "cache",
+        "eager_links",
         "empty",
         "free_count",
         "key",
@@ -78,7 +96,14 @@ class KVCache:
         "twins",
     )
 
-    def __init__(self, num_blocks: int, block_size: int, *, empty_first: bool = False) -> None:
+    def __init__(
+        self,
+        num_blocks: int,
+        block_size: int,
+        *,
+        empty_first: bool = False,
+        eager_links: bool = False,
+    ) -> None:
         """Create ``num_blocks`` free, unkeyed blocks queued in index order.
 
         Args:
@@ -88,6 +113,9 @@ class KVCache:
                 queue (AISimulate's order: blocks never used, then blocks holding nothing,
                 then cached blocks least recently released first); by default a released
                 block joins the queue whatever it holds (vLLM's free queue).
+            eager_links: link the blocks a release frees into the queue at once, one by
+                one, instead of queueing them as a run (the same queue, built more slowly;
+                kept as the reference the runs are tested against).
         """
         self.num_blocks = num_blocks
         self.block_size = block_size
@@ -99,6 +127,14 @@ class KVCache:
         self._prev: list[int] = []
         self._head = -1
         self._tail = -1
+        # the runs queued behind the linked part, in queue order: serial -> blocks, and the
+        # last block of each run (the first block of the sequence that released it) -> its
+        # serial
+        self._runs: dict[int, list[int]] = {}
+        self._run_of: dict[int, int] = {}
+        self._serial = 0
+        self._first = 0  # no run has a smaller serial
+        self.eager_links = eager_links
         self.free_count = num_blocks
         self.cache: dict[int, int] = {}
         self.twins: dict[int, list[int]] = {}
@@ -132,6 +168,8 @@ class KVCache:
         b = self._head
         for _ in range(self.touched + 1):
             if b == -1:
+                for run in self._runs.values():
+                    out.extend(run)
                 return out
             out.append(b)
             b = nxt[b]
@@ -166,15 +204,24 @@ class KVCache:
         The same blocks as :meth:`lookup`; the cache is probed a slice of keys at a time
         (16, then twice as many each time) and the walk stops after the slice holding the
         first miss, so a short hit costs a few probes beyond it and a long one runs at the
-        speed of a bulk ``map``.
+        speed of one ``itemgetter`` call per slice.
         """
-        get = self.cache.get
+        cache = self.cache
         out: list[int] = []
         start = 0
         size = 16
         while start < limit:
             stop = min(limit, start + size)
-            part = list(map(get, keys[start:stop]))
+            if stop - start > 1:
+                try:
+                    out += itemgetter(*keys[start:stop])(cache)
+                except KeyError:
+                    pass  # a miss in this slice: find it below
+                else:
+                    start = stop
+                    size *= 2
+                    continue
+            part = list(map(cache.get, keys[start:stop]))
             if None in part:
                 del part[part.index(None) :]
                 out += part  # type: ignore[arg-type]
@@ -212,22 +259,16 @@ class KVCache:
             evictable = refs.count(0)
             if need + evictable + reserve > self.free_count:
                 return False
-            if evictable == len(hits) > 1 and self._unlink_run(hits):
-                # every hit was free and they lay together in the queue (as one release left
-                # them): the whole run left the queue in one step
+            if evictable == len(hits):
+                self._unqueue(hits)
                 for b in hits:
                     ref[b] = 1
-                self.free_count -= evictable
-            elif evictable:
-                unlink = self._unlink
-                for b, r in zip(hits, refs, strict=True):
-                    if r == 0:  # a released block: out of the queue
-                        unlink(b)
-                    ref[b] = r + 1
-                self.free_count -= evictable
             else:
+                if evictable:  # released blocks among them: out of the queue
+                    self._unqueue([b for b, r in zip(hits, refs, strict=True) if not r])
                 for b, r in zip(hits, refs, strict=True):
                     ref[b] = r + 1
+            self.free_count -= evictable
             blocks.extend(hits)
         elif need + reserve > self.free_count:
             return False
@@ -255,9 +296,88 @@ class KVCache:
         self._take(blocks, 1)
         return True
 
+    def _unqueue(self, free: list[int]) -> None:
+        """Take the free blocks ``free`` out of the queue: in one step per queued run when
+        they are runs' last blocks (:meth:`_unqueue_run`), else from the linked part, after
+        linking the runs if some of them lie in one."""
+        if self._runs:
+            if self._unqueue_run(free):
+                return
+            if UNLINKED in map(self._prev.__getitem__, free):
+                self._link_runs()
+        if not (len(free) > 1 and self._unlink_run(free)):
+            for b in free:
+                self._unlink(b)
+
+    def _unqueue_run(self, hits: list[int]) -> bool:
+        """Take ``hits`` out of the queue in one step per queued run when they are the last
+        blocks of queued runs, last first: a release queues a sequence's blocks last first,
+        and a prefix the sequence shared with another is queued by the later release of the
+        two, so the blocks a conversation's next request takes back are the ends of one run
+        or of a few.
+
+        Returns:
+            Whether they were (nothing is changed otherwise).
+        """
+        runs = self._runs
+        run_of = self._run_of
+        plan: list[tuple[int, int]] = []
+        p = 0
+        h = len(hits)
+        while p < h:
+            serial = run_of.get(hits[p])
+            if serial is None:
+                return False
+            run = runs[serial]
+            m = min(len(run), h - p)
+            if run[-1 : -m - 1 : -1] != hits[p : p + m]:
+                # the hits go on in another run: the longest common start (at least the
+                # run's last block, under which it was found)
+                lo = 1
+                hi = m - 1
+                while lo < hi:
+                    mid = (lo + hi + 1) // 2
+                    if run[-1 : -mid - 1 : -1] == hits[p : p + mid]:
+                        lo = mid
+                    else:
+                        hi = mid - 1
+                m = lo
+            plan.append((serial, m))
+            p += m
+        for serial, m in plan:
+            run = runs[serial]
+            del run_of[run[-1]]
+            if m == len(run):
+                del runs[serial]
+            else:
+                del run[-m:]
+                run_of[run[-1]] = serial
+        return True
+
+    def _link_runs(self) -> None:
+        """Link the queued runs' blocks, in queue order, behind the linked part."""
+        nxt = self._next
+        prv = self._prev
+        tail = self._tail
+        for run in self._runs.values():
+            for b in run:
+                prv[b] = tail
+                if tail == -1:
+                    self._head = b
+                else:
+                    nxt[tail] = b
+                tail = b
+        if tail != -1:
+            nxt[tail] = -1
+        self._tail = tail
+        self._runs.clear()
+        self._run_of.clear()
+        self._first = self._serial
+
     def _unlink_run(self, hits: list[int]) -> bool:
-        """Take ``hits`` out of the queue in one step when they lie there as one run, last
-        hit nearest the head (the order a release leaves a sequence's blocks in).
+        """Take ``hits`` out of the linked part of the queue in one step when they lie there
+        as one stretch, last hit nearest the head (the order a release leaves a sequence's
+        blocks in).
 
         Returns:
             Whether they did (nothing is changed otherwise).
@@ -268,6 +388,8 @@ class KVCache:
         nxt = self._next
         left = prv[hits[-1]]
         right = nxt[hits[0]]
+        for b in hits:
+            prv[b] = UNLINKED
         if left == -1:
             self._head = right
         else:
@@ -297,24 +419,58 @@ class KVCache:
                 ref[b] = 1
                 blocks.append(b)
                 rest -= 1
-        if rest:
+        if rest and self._head != -1:
             nxt = self._next
             ref = self.ref
             key = self.key
             b = self._head
-            for _ in range(rest):
+            prv = self._prev
+            while rest and b != -1:
                 q = nxt[b]
                 if key[b] != NO_KEY:
                     self._evict(b)
                 ref[b] = 1
+                prv[b] = UNLINKED
                 blocks.append(b)
                 b = q
+                rest -= 1
             self._head = b
             if b == -1:
                 self._tail = -1
             else:
-                self._prev[b] = -1
+                prv[b] = -1
+        if rest:
+            self._take_runs(blocks, rest)
         self.free_count -= need
+
+    def _take_runs(self, blocks: list[int], rest: int) -> None:
+        """Take ``rest`` blocks from the queued runs, first run first (the linked part of the
+        queue is empty)."""
+        ref = self.ref
+        key = self.key
+        runs = self._runs
+        serial = self._first
+        while rest and runs:
+            # the first run: serials are given in order, so the smallest left
+            while serial not in runs:
+                serial += 1
+            self._first = serial
+            run = runs[serial]
+            k = min(rest, len(run))
+            taken = run[:k]
+            for b in taken:
+                if key[b] != NO_KEY:
+                    self._evict(b)
+                ref[b] = 1
+            blocks += taken
+            if k == len(run):
+                del runs[serial]
+                del self._run_of[run[-1]]
+            else:
+                del run[:k]
+            rest -= k
+        if rest:
+            raise InternalError("the free queue holds fewer blocks than its count")
 
     def _grow(self, stop: int) -> None:
         """Cover blocks ``.. stop - 1`` in the per-block lists, and as many again (at most
@@ -324,7 +480,7 @@ class KVCache:
         self.ref.extend([0] * more)
         self.key.extend([NO_KEY] * more)
         self._next.extend([-1] * more)
-        self._prev.extend([-1] * more)
+        self._prev.extend([UNLINKED] * more)
 
     def _evict(self, b: int) -> None:
         k = self.key[b]
@@ -419,11 +575,72 @@ class KVCache:
         """Drop one reference to each of ``blocks``, last first (§4.5).
 
         Blocks reaching zero references go to the queue tail with their keys kept, so within
-        one release the sequence's tail block is evicted first and its root block last.
+        one release the sequence's tail block is evicted first and its root block last. They
+        are queued as one run (unless ``eager_links``); when every count is 1, as when a
+        request's blocks are its own, the counts drop in one plain loop.
 
         Raises:
             InternalError: a reference count would go negative.
         """
+        if self.eager_links:
+            self._release_linking(blocks)
+            return
+        ref = self.ref
+        try:
+            counts = list(map(ref.__getitem__, blocks))
+        except IndexError:  # a block never taken: the loop below reports it
+            counts = []
+        if blocks and counts.count(1) == len(blocks):
+            for b in blocks:
+                ref[b] = 0
+            self._queue(blocks[::-1], True)
+            return
+        freed: list[int] = []
+        b = -1
+        done = False
+        try:
+            for b in reversed(blocks):
+                r = ref[b]
+                if r == 1:
+                    ref[b] = 0
+                    freed.append(b)
+                elif r > 1:
+                    ref[b] = r - 1
+                else:
+                    raise InternalError(f"block {b} released with reference count {r}")
+            done = True
+        except IndexError:  # a block never taken is free: its count is 0
+            raise InternalError(f"block {b} released with reference count 0") from None
+        finally:
+            self._queue(freed, done)
+
+    def _queue(self, freed: list[int], whole: bool) -> None:
+        """Queue ``freed`` (blocks a release freed, in the order it freed them) as one run
+        at the tail; with ``empty_first`` and a ``whole`` release, those caching nothing go
+        to :attr:`empty` instead, in that order."""
+        if not freed:
+            return
+        self.free_count += len(freed)
+        empty = self.empty
+        if empty is not None and whole:
+            key = self.key
+            if NO_KEY in map(key.__getitem__, freed):
+                keep: list[int] = []
+                for b in freed:
+                    if key[b] == NO_KEY:
+                        empty.append(b)
+                    else:
+                        keep.append(b)
+                freed = keep
+                if not freed:
+                    return
+        serial = self._serial
+        self._serial = serial + 1
+        self._runs[serial] = freed
+        self._run_of[freed[-1]] = serial
+
+    def _release_linking(self, blocks: list[int]) -> None:
+        """:meth:`release` linking each freed block into the queue at once."""
         # One plain loop: per element, a subscript assignment in the loop body is several
         # times cheaper than a bulk ``map(list.__setitem__, ...)``.
         ref = self.ref
@@ -467,15 +684,15 @@ class KVCache:
             if ref[b] or key[b] != NO_KEY:
                 continue
             self._unlink(b)
-            self._next[b] = self._prev[b] = -1
             empty.append(b)
 
     def _unlink(self, b: int) -> None:
-        """Take block ``b`` out of the queue (its own links are left as they were)."""
+        """Take block ``b`` out of the linked part of the queue."""
         nxt = self._next
         prv = self._prev
         p = prv[b]
         q = nxt[b]
+        prv[b] = UNLINKED
         if p == -1:
             self._head = q
         else:
@@ -488,8 +705,9 @@ class KVCache:
     def check(self) -> None:
         """Verify every invariant; raise :class:`~simclock.InternalError` on the first break.
 
-        Invariants: the queue holds exactly the blocks with ``ref == 0``, each once, linked
-        consistently both ways; no count is negative; ``cache`` maps each key to distinct
+        Invariants: the queue holds exactly the blocks with ``ref == 0``, each once, its
+        linked part linked consistently both ways (and no other block linked) and each queued
+        run indexed under its last block; no count is negative; ``cache`` maps each key to distinct
         blocks carrying that key, and every keyed block is cached.
         """
         n = self.num_blocks
@@ -499,7 +717,7 @@ class KVCache:
             raise InternalError("per-block lists do not cover the touched blocks")
         beyond = range(t, size)
         if any(self.ref[b] or self.key[b] != NO_KEY or self._next[b] != -1 for b in beyond) or any(
-            self._prev[b] != -1 for b in beyond
+            self._prev[b] != UNLINKED for b in beyond
         ):
             raise InternalError("a block never taken has a count, a key or links")
         queued = self.free_blocks()
@@ -507,15 +725,24 @@ class KVCache:
             raise InternalError("free queue length or membership is inconsistent")
         back: list[int] = []
         b = self._tail
-        while b != -1 and len(back) <= t:
+        while b >= 0 and len(back) <= t:
             back.append(b)
             b = self._prev[b]
         empties = self.empty or ()
-        if back[::-1] != queued[n - t + len(empties) :]:
+        runs = self._runs
+        in_runs = sum(map(len, runs.values()))
+        linked = queued[n - t + len(empties) : len(queued) - in_runs]
+        if back[::-1] != linked:
             raise InternalError("free queue links disagree")
-        key, nxt, prv = self.key, self._next, self._prev
-        if any(key[b] != NO_KEY or nxt[b] != -1 or prv[b] != -1 for b in empties):
-            raise InternalError("a block taken before the queue caches something or is linked")
+        prv = self._prev
+        if {b for b in range(t) if prv[b] != UNLINKED} != set(linked):
+            raise InternalError("a block outside the linked part of the queue has links")
+        if not all(runs.values()) or self._run_of != {r[-1]: s for s, r in runs.items()}:
+            raise InternalError("a queued run is empty or indexed under another block")
+        if runs and (self.eager_links or max(runs) >= self._serial or min(runs) < self._first):
+            raise InternalError("a run is queued with eager links, or numbered ahead")
+        if any(self.key[b] != NO_KEY for b in empties):
+            raise InternalError("a block taken before the queue caches something")
         in_queue = set(queued)
         for b in range(t):
             if self.ref[b] < 0:

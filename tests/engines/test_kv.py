@@ -251,11 +251,16 @@ def test_registering_a_chain_is_registering_each_key(steps: list[tuple[int, int,
         assert chained.transitions == one_by_one.transitions
 
 
-def test_check_reports_a_cycle_in_the_free_queue_instead_of_walking_it_forever() -> None:
-    kv = KVCache(8, 4)
+@pytest.mark.parametrize("eager_links", [False, True])
+def test_check_reports_a_cycle_in_the_free_queue_instead_of_walking_it_forever(
+    eager_links: bool,
+) -> None:
+    kv = KVCache(8, 4, eager_links=eager_links)
     blocks: list[int] = []
     assert kv.allocate(blocks, [], 3)
     kv.release(blocks)
+    kv._link_runs()  # the released run, linked (a no-op with eager links)
+    kv.check()
     kv._next[blocks[0]] = blocks[2]  # the queue's last block points back into the queue
     with pytest.raises(InternalError, match="cycle"):
         kv.check()
@@ -289,3 +294,203 @@ def test_with_empty_first_a_released_block_holding_nothing_is_taken_before_a_cac
     assert taken["empty"] == ([3, 2], {1: 0, 2: 1})
 
 
+# -- queued runs against eager links --------------------------------------------------------
+
+run_ops = st.lists(
+    st.tuples(
+        st.sampled_from(
+            ["alloc", "grow", "grow", "free", "free", "share", "prefix", "turn", "twin", "link"]
+        ),
+        st.integers(0, 5),  # owner
+        st.integers(0, 9),  # amount / key choice
+    ),
+    max_size=120,
+)
+
+
+def _state(kv: KVCache) -> tuple[object, ...]:
+    return (
+        kv.free_blocks(),
+        kv.free_count,
+        kv.ref_counts(),
+        kv.block_keys(),
+        dict(kv.cache),
+        {k: list(v) for k, v in kv.twins.items()},
+        kv.transitions,
+        list(kv.empty or ()),
+        kv.touched,
+    )
+
+
+@settings(max_examples=400, deadline=None)
+@given(num_blocks=st.integers(1, 40), script=run_ops, empty_first=st.booleans())
+def test_queued_runs_behave_as_eagerly_linked_blocks(
+    num_blocks: int, script: list[tuple[str, int, int]], empty_first: bool
+) -> None:
+    """A release queues its blocks as a run; every operation then gives what the plain
+    free queue (``eager_links``, each freed block linked at once) gives: the same blocks
+    taken, the same queue order, counts, keys, cache and transitions."""
+    runs = KVCache(num_blocks, 4, empty_first=empty_first)
+    eager = KVCache(num_blocks, 4, empty_first=empty_first, eager_links=True)
+    owners: dict[int, list[int]] = {}
+    chains: dict[int, list[int]] = {}  # owner -> the keys of its blocks, in order
+    last: dict[int, list[int]] = {}  # owner -> the keys of the blocks it released last
+    next_key = 1
+    for op, owner, amount in script:
+        blocks = owners.setdefault(owner, [])
+        keys = chains.setdefault(owner, [])
+        if op in ("alloc", "grow"):
+            before = len(blocks)
+            mirror: list[int] = []
+            ok = runs.allocate(blocks, [], amount)
+            assert ok == eager.allocate(mirror, [], amount)
+            assert blocks[before:] == mirror
+            if ok and op == "grow":
+                fresh = blocks[len(keys) :]
+                new_keys = list(range(next_key, next_key + len(fresh)))
+                next_key += len(fresh)
+                if fresh:
+                    runs.register_chain(fresh, new_keys)
+                    eager.register_chain(fresh, new_keys)
+                keys += new_keys
+        elif op == "twin":
+            # a block computed again under a key of another owner (a twin while it is cached)
+            source = chains.get(amount % 6, [])
+            mirror = []
+            if len(blocks) == len(keys) and source and runs.allocate(blocks, [], 1):
+                assert eager.allocate(mirror, [], 1) and mirror == blocks[-1:]
+                runs.register(blocks[-1], source[-1])
+                eager.register(blocks[-1], source[-1])
+                keys.append(source[-1])
+        elif op in ("share", "prefix"):
+            # the keys an owner released (a conversation's next request), or a prefix of
+            # the keys an owner holds or released
+            source = (last if op == "share" or amount % 2 else chains).get(amount % 6, [])
+            want = source if op == "share" else source[: amount + 1]
+            if blocks:
+                continue
+            hits = runs.lookup_prefix(want, len(want))
+            assert hits == eager.lookup_prefix(want, len(want)) == runs.lookup(want)
+            need = amount % 3
+            mirror = []
+            ok = runs.allocate(blocks, hits, need)
+            assert ok == eager.allocate(mirror, hits, need)
+            assert blocks == mirror
+            if ok:
+                keys[:] = want[: len(hits)]
+        elif op == "turn":
+            # the owner's request ends and the next of its conversation takes back the first
+            # ``amount`` keys' blocks (or all), then a fresh block or two
+            want = keys[: amount or len(keys)]
+            runs.release(blocks)
+            eager.release(blocks)
+            hits = runs.lookup_prefix(want, len(want))
+            assert hits == eager.lookup_prefix(want, len(want))
+            blocks.clear()
+            mirror = []
+            ok = runs.allocate(blocks, hits, amount % 3)
+            assert ok == eager.allocate(mirror, hits, amount % 3)
+            assert blocks == mirror
+            keys[:] = want[: len(hits)] if ok else []
+        elif op == "link":
+            runs._link_runs()
+        else:
+            runs.release(blocks)
+            eager.release(blocks)
+            owners[owner] = []
+            last[owner] = chains[owner]
+            chains[owner] = []
+        runs.check()
+        eager.check()
+        assert _state(runs) == _state(eager)
+    for blocks in owners.values():
+        runs.release(blocks)
+        eager.release(blocks)
+    runs.check()
+    assert _state(runs) == _state(eager)
+    assert runs.free_count == num_blocks
+
+
+def test_hits_at_the_end_of_a_queued_run_leave_it_in_one_step() -> None:
+    """A request's blocks, released, are a queued run; the next request of its conversation
+    takes back a prefix of them (the run's last blocks) and the rest stay queued in order."""
+    kv = KVCache(10, 4)
+    a: list[int] = []
+    assert kv.allocate(a, [], 5)
+    kv.register_chain(a, [1, 2, 3, 4, 5])
+    kv.release(a)
+    assert kv.free_blocks() == [5, 6, 7, 8, 9, 4, 3, 2, 1, 0]
+    b: list[int] = []
+    hits = kv.lookup_prefix([1, 2, 3, 9], 4)
+    assert hits == [0, 1, 2]
+    assert kv.allocate(b, hits, 1)
+    assert b == [0, 1, 2, 5]
+    assert kv.free_blocks() == [6, 7, 8, 9, 4, 3]
+    assert kv.free_count == 6
+    kv.check()
+    # taking more than the blocks never used goes on into the run, evicting its keys
+    c: list[int] = []
+    assert kv.allocate(c, [], 5)
+    assert c == [6, 7, 8, 9, 4]
+    assert kv.free_blocks() == [3]
+    assert kv.transitions[-1] == (False, 5)
+    kv.check()
+
+
+def test_a_release_below_zero_frees_the_blocks_released_before_it() -> None:
+    """The loop a release falls back to when a count is not 1 raises on a count of 0, and
+    the blocks it freed before stay queued, as with eager links."""
+    for eager_links in (False, True):
+        kv = KVCache(6, 4, eager_links=eager_links)
+        a: list[int] = []
+        assert kv.allocate(a, [], 3)
+        with pytest.raises(InternalError, match=r"^block 4 released with reference count 0$"):
+            kv.release([4, a[0], a[1]])
+        assert kv.free_blocks() == [3, 4, 5, 1, 0]
+        assert kv.ref_counts() == [0, 0, 1, 0, 0, 0]
+
+
+def test_free_hits_at_the_ends_of_two_queued_runs_leave_both() -> None:
+    """``a`` holds blocks 0, 1 (keys 1, 2); ``b`` shares block 0 and takes block 2. Releasing
+    ``a`` queues block 1, releasing ``b`` queues 2 then 0. The hits of keys 1, 2 are blocks
+    0, 1: the end of the second run, then the whole first one; block 2 stays queued."""
+    results = []
+    for eager_links in (False, True):
+        kv = KVCache(4, 4, eager_links=eager_links)
+        a: list[int] = []
+        b: list[int] = []
+        assert kv.allocate(a, [], 2)
+        kv.register_chain(a, [1, 2])
+        assert kv.allocate(b, [a[0]], 1)
+        kv.release(a)
+        kv.release(b)
+        assert kv.free_blocks() == [3, 1, 2, 0]
+        assert eager_links or list(kv._runs.values()) == [[1], [2, 0]]
+        c: list[int] = []
+        hits = kv.lookup_prefix([1, 2], 2)
+        assert hits == [0, 1]
+        assert kv.allocate(c, hits, 1)
+        kv.check()
+        assert eager_links or list(kv._runs.values()) == [[2]]
+        results.append((c, kv.free_blocks(), kv.ref_counts()))
+    assert results[0] == results[1] == ([0, 1, 3], [2], [1, 1, 0, 1])
+
+
+def test_a_free_hit_inside_a_queued_run_is_taken_out_of_the_linked_queue() -> None:
+    """A hit that is not the last block of a queued run (here block 1 of the run 1, 0): the
+    runs are linked and the hit leaves the queue alone, as with eager links."""
+    results = []
+    for eager_links in (False, True):
+        kv = KVCache(3, 4, eager_links=eager_links)
+        a: list[int] = []
+        assert kv.allocate(a, [], 2)
+        kv.register_chain(a, [1, 2])
+        kv.release(a)
+        c: list[int] = []
+        hits = kv.lookup_prefix([2], 1)
+        assert hits == [1]
+        assert kv.allocate(c, hits, 1)
+        kv.check()
+        assert not kv._runs
+        results.append((c, kv.free_blocks(), kv.ref_counts()))
+    assert results[0] == results[1] == ([1, 2], [0], [0, 1, 1])
