@@ -204,7 +204,7 @@ class KVCache:
         The same blocks as :meth:`lookup`; the cache is probed a slice of keys at a time
         (16, then twice as many each time) and the walk stops after the slice holding the
         first miss, so a short hit costs a few probes beyond it and a long one runs at the
-        speed of one ``itemgetter`` call per slice.
+        speed of one ``itemgetter`` call per slice after the first.
         """
         cache = self.cache
         out: list[int] = []
@@ -212,7 +212,8 @@ class KVCache:
         size = 16
         while start < limit:
             stop = min(limit, start + size)
-            if stop - start > 1:
+            if start and stop - start > 1:
+                # the slices before all hit: this one likely does too
                 try:
                     out += itemgetter(*keys[start:stop])(cache)
                 except KeyError:

@@ -37,13 +37,20 @@ class TokenTimes(Sequence[int]):
     Reads like a list of ints (``len``, indexing, iteration, ``==`` with a list or tuple).
     """
 
-    __slots__ = ("_counts", "_starts", "_steps", "_total")
+    __slots__ = ("_c", "_closed", "_counts", "_d", "_next", "_s", "_starts", "_steps")
 
     def __init__(self, times: Iterable[int] = ()) -> None:
+        # the runs before the last, side by side, and how many instants they hold
         self._starts: list[int] = []
         self._steps: list[int] = []
         self._counts: list[int] = []
-        self._total = 0
+        self._closed = 0
+        # the last run: start, step (0 while it holds one instant), count (0: no instant),
+        # and the instant that would extend it (None while any instant would: no step yet)
+        self._s = 0
+        self._d = 0
+        self._c = 0
+        self._next: int | None = None
         for t in times:
             self.append(t)
 
@@ -51,41 +58,42 @@ class TokenTimes(Sequence[int]):
 
     def append(self, t: int) -> None:
         """Add the instant ``t`` (after every instant held)."""
-        counts = self._counts
-        self._total += 1
-        if counts:
-            c = counts[-1]
-            if c == 1:
-                self._steps[-1] = t - self._starts[-1]
-                counts[-1] = 2
-                return
-            step = self._steps[-1]
-            if t == self._starts[-1] + step * c:
-                counts[-1] = c + 1
-                return
-        self._starts.append(t)
-        self._steps.append(0)
-        counts.append(1)
+        c = self._c
+        if t == self._next:  # the last run goes on
+            self._c = c + 1
+            self._next = t + self._d
+        elif c == 1:  # the second instant of the last run sets its step
+            d = t - self._s
+            self._d = d
+            self._c = 2
+            self._next = t + d
+        else:
+            self._start(t)
+
+    def _start(self, t: int) -> None:
+        """Close the last run (if any) and start one at ``t``."""
+        c = self._c
+        if c:
+            self._starts.append(self._s)
+            self._steps.append(self._d)
+            self._counts.append(c)
+            self._closed += c
+        self._s = t
+        self._d = 0
+        self._c = 1
+        self._next = None
 
     @staticmethod
     def append_to_each(holders: Iterable[TokenTimes], t: int) -> None:
         """:meth:`append` ``t`` to each of ``holders`` (one pass's tokens, in one loop)."""
-        # append's body, inlined: a pass of hundreds of decode steps calls no method per step
+        # append's common case inlined: a pass of hundreds of decode steps that go on their
+        # runs calls no method
         for h in holders:
-            counts = h._counts
-            h._total += 1
-            if counts:
-                c = counts[-1]
-                if c == 1:
-                    h._steps[-1] = t - h._starts[-1]
-                    counts[-1] = 2
-                    continue
-                if t == h._starts[-1] + h._steps[-1] * c:
-                    counts[-1] = c + 1
-                    continue
-            h._starts.append(t)
-            h._steps.append(0)
-            counts.append(1)
+            if t == h._next:
+                h._c += 1
+                h._next = t + h._d
+            else:
+                h.append(t)
 
     def extend(self, times: Iterable[int]) -> None:
         """Add each of ``times``, in order."""
@@ -98,81 +106,51 @@ class TokenTimes(Sequence[int]):
         self.append(start)
         if count == 1:
             return
-        counts = self._counts
-        c = counts[-1]
-        last_step = self._steps[-1]
-        if c == 1 or last_step == step:
+        c = self._c
+        if c == 1 or self._d == step:
             # the new instants continue the last run (a fresh run, or one with this step)
-            if c == 1:
-                self._steps[-1] = step
-            counts[-1] = c + count - 1
-            self._total += count - 1
+            self._d = step
+            self._c = c + count - 1
+            self._next = start + step * count
             return
         # the second instant breaks the last run: it starts a run that the rest continue
-        self._starts.append(start + step)
-        self._steps.append(step if count > 2 else 0)
-        counts.append(count - 1)
-        self._total += count - 1
+        self._start(start + step)
+        if count > 2:
+            self._d = step
+            self._c = count - 1
+            self._next = start + step * count
 
     def extend_runs(self, runs: Iterable[tuple[int, int, int]]) -> None:
         """:meth:`extend_run` each ``(start, step, count)`` of ``runs``, in order."""
-        # extend_run's body, with append's inlined: an engine whose passes take unequal
-        # times (roofline timing) adds runs of one or two instants, many per commit
-        starts = self._starts
-        steps = self._steps
-        counts = self._counts
-        added = 0
         for start, step, count in runs:
-            added += count
-            if not counts:
-                starts.append(start)
-                steps.append(0)
-                counts.append(1)
-            else:
-                c = counts[-1]
-                if c == 1:
-                    steps[-1] = start - starts[-1]
-                    counts[-1] = 2
-                elif start == starts[-1] + steps[-1] * c:
-                    counts[-1] = c + 1
-                else:
-                    starts.append(start)
-                    steps.append(0)
-                    counts.append(1)
-            if count == 1:
-                continue
-            c = counts[-1]
-            if c == 1 or steps[-1] == step:
-                if c == 1:
-                    steps[-1] = step
-                counts[-1] = c + count - 1
-            else:
-                starts.append(start + step)
-                steps.append(step if count > 2 else 0)
-                counts.append(count - 1)
-        self._total += added
+            self.extend_run(start, step, count)
 
     # -- reading -----------------------------------------------------------------------------
 
     def runs(self) -> list[tuple[int, int, int]]:
         """The runs ``(start, step, count)``; ``step`` is 0 for a run of one instant."""
-        return list(zip(self._starts, self._steps, self._counts, strict=True))
+        out = list(zip(self._starts, self._steps, self._counts, strict=True))
+        if self._c:
+            out.append((self._s, self._d, self._c))
+        return out
 
     def array(self) -> npt.NDArray[np.int64]:
         """Every instant as an int64 array."""
-        if not self._counts:
+        runs = self.runs()
+        if not runs:
             return np.zeros(0, dtype=np.int64)
-        counts = np.array(self._counts, dtype=np.int64)
-        starts = np.repeat(np.array(self._starts, dtype=np.int64), counts)
-        steps = np.repeat(np.array(self._steps, dtype=np.int64), counts)
-        offsets = np.arange(self._total, dtype=np.int64) - np.repeat(
+        table = np.array(runs, dtype=np.int64)
+        counts = table[:, 2]
+        starts = np.repeat(table[:, 0], counts)
+        steps = np.repeat(table[:, 1], counts)
+        offsets = np.arange(len(self), dtype=np.int64) - np.repeat(
             np.cumsum(counts) - counts, counts
         )
         out: npt.NDArray[np.int64] = starts + steps * offsets
         return out
 
     def __len__(self) -> int:
-        return self._total
+        return self._closed + self._c
 
     @overload
     def __getitem__(self, index: int) -> int: ...
@@ -181,28 +159,27 @@ class TokenTimes(Sequence[int]):
     def __getitem__(self, index: int | slice) -> int | list[int]:
         if isinstance(index, slice):
             return list(self)[index]
-        n = self._total
+        n = self._closed + self._c
         if index < 0:
             index += n
         if not 0 <= index < n:
             raise IndexError("token index out of range")
-        if index == n - 1:
-            c = self._counts[-1]
-            return self._starts[-1] + self._steps[-1] * (c - 1)
+        if index >= self._closed:  # in the last run
+            return self._s + self._d * (index - self._closed)
         ends = list(accumulate(self._counts))
         r = bisect_right(ends, index)
         before = ends[r] - self._counts[r]
         return self._starts[r] + self._steps[r] * (index - before)
 
     def __iter__(self) -> Iterator[int]:
-        for start, step, count in zip(self._starts, self._steps, self._counts, strict=True):
+        for start, step, count in self.runs():
             yield from range(start, start + step * count, step) if step else (start,) * count
 
     def __eq__(self, other: object) -> bool:
         if isinstance(other, TokenTimes):
             return self.runs() == other.runs()
         if isinstance(other, list | tuple):
-            return len(other) == self._total and list(self) == list(other)
+            return len(other) == len(self) and list(self) == list(other)
         return NotImplemented
 
     __hash__ = None  # type: ignore[assignment]

@@ -101,3 +101,61 @@ def test_runs_added_together_equal_their_instants_added_one_by_one(
     assert together.runs() == one_by_one.runs()
     assert len(together) == len(one_by_one)
     assert together == one_by_one
+
+
+def _greedy_runs(times: list[int]) -> list[tuple[int, int, int]]:
+    """The canonical runs of ``times``, built on plain lists: an instant extends the last run
+    when it is one step after the run's last instant (a run of one instant takes any step)."""
+    runs: list[list[int]] = []
+    for t in times:
+        if runs and (runs[-1][2] == 1 or t == runs[-1][0] + runs[-1][1] * runs[-1][2]):
+            if runs[-1][2] == 1:
+                runs[-1][1] = t - runs[-1][0]
+            runs[-1][2] += 1
+        else:
+            runs.append([t, 0, 1])
+    return [(start, step, count) for start, step, count in runs]
+
+
+@given(
+    st.lists(st.integers(0, 6), max_size=80).map(
+        lambda gaps: [sum(gaps[: i + 1]) for i in range(len(gaps))]
+    ),
+    st.lists(st.sampled_from(["append", "each", "run"]), min_size=80, max_size=80),
+)
+def test_every_way_of_adding_builds_the_greedy_runs(times: list[int], ways: list[str]) -> None:
+    """Instants (equal ones too) added one at a time, to many at once, or as runs give the
+    runs the plain greedy split of the whole sequence gives, and read back as that sequence."""
+    held = TokenTimes()
+    others = [TokenTimes([0])]
+    to_others = [0]
+    i = 0
+    while i < len(times):
+        way = ways[i]
+        if way == "append":
+            held.append(times[i])
+            i += 1
+        elif way == "each":
+            TokenTimes.append_to_each([held, *others], times[i])
+            to_others.append(times[i])
+            i += 1
+        else:
+            # the longest stretch of equal spacing from here, as one run
+            j = i + 1
+            if j < len(times):
+                step = times[j] - times[i]
+                while j + 1 < len(times) and times[j + 1] - times[j] == step:
+                    j += 1
+                held.extend_run(times[i], step, j - i + 1)
+                i = j + 1
+            else:
+                held.extend_run(times[i], 0, 1)
+                i += 1
+        expect = times[:i]
+        assert held.runs() == _greedy_runs(expect)
+        assert len(held) == len(expect)
+        assert list(held) == expect
+        assert held.array().tolist() == expect
+        if expect:
+            assert held[-1] == expect[-1] and held[0] == expect[0]
+    assert others[0].runs() == _greedy_runs(to_others)
