@@ -67,8 +67,16 @@ class TokenTimes(Sequence[int]):
             self._d = d
             self._c = 2
             self._next = t + d
-        else:
-            self._start(t)
+        else:  # _start, inlined
+            if c:
+                self._starts.append(self._s)
+                self._steps.append(self._d)
+                self._counts.append(c)
+                self._closed += c
+            self._s = t
+            self._d = 0
+            self._c = 1
+            self._next = None
 
     def _start(self, t: int) -> None:
         """Close the last run (if any) and start one at ``t``."""
@@ -86,14 +94,28 @@ class TokenTimes(Sequence[int]):
     @staticmethod
     def append_to_each(holders: Iterable[TokenTimes], t: int) -> None:
         """:meth:`append` ``t`` to each of ``holders`` (one pass's tokens, in one loop)."""
-        # append's common case inlined: a pass of hundreds of decode steps that go on their
-        # runs calls no method
+        # append's body, inlined: a pass of hundreds of decode steps calls no method
         for h in holders:
-            if t == h._next:
+            if t == h._next:  # the last run goes on
                 h._c += 1
                 h._next = t + h._d
-            else:
-                h.append(t)
+                continue
+            c = h._c
+            if c == 1:  # the second instant of the last run sets its step
+                d = t - h._s
+                h._d = d
+                h._c = 2
+                h._next = t + d
+                continue
+            if c:  # close the last run
+                h._starts.append(h._s)
+                h._steps.append(h._d)
+                h._counts.append(c)
+                h._closed += c
+            h._s = t
+            h._d = 0
+            h._c = 1
+            h._next = None
 
     def extend(self, times: Iterable[int]) -> None:
         """Add each of ``times``, in order."""
