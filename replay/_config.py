@@ -72,6 +72,8 @@ from ._registry import (
     SCHEDULERS,
     TIMINGS,
     ComponentSpec,
+    is_own_class,
+    load_class,
     parse_spec,
 )
 from ._run_keys import (
@@ -238,13 +240,38 @@ class ReplayConfig:
         Raises:
             ConfigError: an unknown policy or a bad option.
         """
+        if is_own_class(self.policy.name):
+            own: policies.Policy = self.build_own_policy()
+            return own
         factory = POLICIES.get(self.policy.name)
         if factory is None:
             known = ", ".join(POLICIES)
-            raise ConfigError(f"policy: unknown policy {self.policy.name!r}; known: {known}")
+            raise ConfigError(
+                f"policy: unknown policy {self.policy.name!r}; known: {known}, or "
+                "path/to/file.py:ClassName or package.module:ClassName"
+            )
         where = f"{self.origin('policy')}: {self.policy.name}"
         _check_option_types(where, POLICY_OPTION_CLASSES.get(self.policy.name), self.policy.options)
         return _call(where, factory, **self.policy.options)
+
+    def build_own_policy(self) -> Any:
+        """A fresh object of the policy class ``policy`` names (``module:ClassName``), built
+        with its options: a policy, or (with the pd topology) a ``policies.PDPolicy``.
+
+        Raises:
+            ConfigError: the class cannot be loaded, takes other options, or does not make
+                an object with a ``run`` coroutine.
+        """
+        where = self.origin("policy")
+        factory = load_class(self.policy.name, where=where)
+        where = f"{where}: {self.policy.name}"
+        options = self.policy.options
+        _check_option_types(where, factory if isinstance(factory, type) else None, options)
+        policy = _call(where, factory, **options)
+        if not callable(getattr(policy, "run", None)) and not isinstance(policy, policies.PDPolicy):
+            name = type(policy).__name__
+            raise ConfigError(f"{where}: not a policy: {name} has no run coroutine")
+        return policy
 
     def build_timing(self) -> TimingModel:
         """The timing model.

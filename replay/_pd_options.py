@@ -17,6 +17,7 @@ from policies import (
 
 from ._config import ConfigError, ReplayConfig
 from ._pd_topology import Disaggregated, KVLink, PlacementOrder, TransferMode
+from ._registry import is_own_class
 
 __all__ = (
     "pd_from_config",
@@ -131,6 +132,15 @@ def pd_from_config(
         kv_transfer=kv_transfer,
         order=order,
     )
+    if is_own_class(config.policy.name):
+        # a P/D policy of one's own, or an aggregated one applied to each pool
+        own = config.build_own_policy()
+        policy = (
+            own
+            if isinstance(own, PDPolicy)
+            else PDPolicy(prefill=own, decode=config.build_own_policy())
+        )
+        return topology, policy
     try:
         policy = pd_policy(config.policy.name, **config.policy.options)
     except TypeError as exc:

@@ -10,7 +10,12 @@ named ``NAME[:key=value,...]`` on the command line or as a table in a file
 
 from __future__ import annotations
 
+import hashlib
+import importlib
+import importlib.util
 import json
+import os
+import sys
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -32,7 +37,74 @@ from engines import (
 
 from ._exceptions import ConfigError
 
-__all__ = ("POLICIES", "SCHEDULERS", "TIMINGS", "ComponentSpec", "parse_spec", "spec_from_value")
+__all__ = (
+    "POLICIES",
+    "SCHEDULERS",
+    "TIMINGS",
+    "ComponentSpec",
+    "is_own_class",
+    "load_class",
+    "parse_spec",
+    "spec_from_value",
+)
+
+
+def is_own_class(name: str) -> bool:
+    """Whether ``name`` names a class of one's own (``module:ClassName``), not a built-in."""
+    return ":" in name
+
+
+def load_class(reference: str, *, where: str) -> Callable[..., Any]:
+    """The class (or factory) ``reference`` names: ``path/to/file.py:ClassName`` (a file,
+    relative to the working directory) or ``package.module:ClassName`` (imported as Python
+    imports it, the working directory first on the path, as ``python -m`` has it).
+
+    A file is loaded once per process, as its own module.
+
+    Raises:
+        ConfigError: the file or module cannot be loaded (one line naming the error), or has
+            no such name, or the name is not callable.
+    """
+    source, _, attribute = reference.rpartition(":")
+    if source.endswith(".py") or "/" in source or os.sep in source:
+        path = Path(source)
+        if not path.is_file():
+            raise ConfigError(f"{where}: {reference}: no such file: {source}")
+        digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:16]
+        module_name = f"_simclock_own_{digest}"
+        module = sys.modules.get(module_name)
+        if module is None:
+            spec = importlib.util.spec_from_file_location(module_name, path)
+            if spec is None or spec.loader is None:
+                raise ConfigError(f"{where}: {reference}: cannot load {source}")
+            module = importlib.util.module_from_spec(spec)
+            sys.modules[module_name] = module
+            try:
+                spec.loader.exec_module(module)
+            except Exception as exc:
+                del sys.modules[module_name]
+                raise ConfigError(
+                    f"{where}: {reference}: loading {source} raised {type(exc).__name__}: {exc}"
+                ) from None
+    else:
+        cwd = os.getcwd()
+        if cwd not in sys.path and "" not in sys.path:
+            sys.path.insert(0, cwd)
+        try:
+            module = importlib.import_module(source)
+        except ImportError as exc:
+            raise ConfigError(f"{where}: {reference}: cannot import {source}: {exc}") from None
+        except Exception as exc:
+            raise ConfigError(
+                f"{where}: {reference}: importing {source} raised {type(exc).__name__}: {exc}"
+            ) from None
+    found = getattr(module, attribute, None)
+    if found is None:
+        raise ConfigError(f"{where}: {reference}: {source} has no {attribute!r}")
+    if not callable(found):
+        raise ConfigError(f"{where}: {reference}: {attribute} is not a class")
+    factory: Callable[..., Any] = found
+    return factory
 
 
 def _session_affinity(**options: Any) -> policies.SessionAffinity:
@@ -150,10 +222,18 @@ def _scalar(text: str) -> Any:
 def parse_spec(text: str, *, what: str) -> ComponentSpec:
     """Parse ``NAME[:key=value,...]`` into a :class:`ComponentSpec`.
 
+    ``NAME`` is a built-in name or a class of one's own, ``path/to/file.py:ClassName`` or
+    ``package.module:ClassName`` (:func:`load_class`): a segment after the first ``:`` that
+    is not ``key=value`` is the class name.
+
     Raises:
         ConfigError: an empty name, an option that is not ``key=value``, a repeated key.
     """
     name, _, rest = text.partition(":")
+    head, sep, tail = rest.partition(":")
+    if head.strip().isidentifier():  # NAME:ClassName[:key=value,...]
+        name = f"{name.strip()}:{head.strip()}"
+        rest = tail
     name = name.strip()
     if not name:
         raise ConfigError(f"{what}: empty name in {text!r}")
