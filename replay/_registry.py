@@ -223,16 +223,19 @@ def parse_spec(text: str, *, what: str) -> ComponentSpec:
     """Parse ``NAME[:key=value,...]`` into a :class:`ComponentSpec`.
 
     ``NAME`` is a built-in name or a class of one's own, ``path/to/file.py:ClassName`` or
-    ``package.module:ClassName`` (:func:`load_class`): a segment after the first ``:`` that
-    is not ``key=value`` is the class name.
+    ``package.module:ClassName`` (:func:`load_class`): the segment after the first ``:`` is
+    the class name when it is an identifier and the name before it is a path or a dotted
+    module name, or the segment is capitalised (``module:ClassName``).
 
     Raises:
         ConfigError: an empty name, an option that is not ``key=value``, a repeated key.
     """
     name, _, rest = text.partition(":")
     head, sep, tail = rest.partition(":")
-    if head.strip().isidentifier():  # NAME:ClassName[:key=value,...]
-        name = f"{name.strip()}:{head.strip()}"
+    cls = head.strip()
+    path_like = any(c in name for c in "./") or name.strip().endswith(".py")
+    if cls.isidentifier() and (path_like or cls[0].isupper()):  # NAME:ClassName[:k=v,...]
+        name = f"{name.strip()}:{cls}"
         rest = tail
     name = name.strip()
     if not name:

@@ -209,7 +209,8 @@ def test_outputs_are_byte_identical_across_pythonhashseed(
         (
             ["--policy", "fastest"],
             "simclock replay: error: policy: unknown policy 'fastest'; known: round_robin, "
-            "random, least_loaded, kv_aware, session_affinity",
+            "random, least_loaded, kv_aware, session_affinity, or path/to/file.py:ClassName or "
+            "package.module:ClassName",
         ),
         (
             ["--timing", "fixed:speed=3"],

@@ -148,3 +148,21 @@ def test_a_file_that_raises_on_loading_says_so(
         f"simclock replay: error: --policy: {bad}:P: loading {bad} raised RuntimeError: "
         "no network here\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("text", "name", "options"),
+    [
+        ("own.py:P2C:sample_ms=50,d=2", "own.py:P2C", {"sample_ms": 50, "d": 2}),
+        ("dir/own.py:P2C", "dir/own.py:P2C", {}),
+        ("pkg.routing:p2c", "pkg.routing:p2c", {}),
+        ("own_policies:P2C:d=3", "own_policies:P2C", {"d": 3}),
+        ("kv_aware:temperature=0.5", "kv_aware", {"temperature": 0.5}),
+    ],
+)
+def test_a_spec_names_a_class_of_ones_own_or_a_built_in(
+    text: str, name: str, options: dict[str, object]
+) -> None:
+    from replay.config import ComponentSpec, parse_spec
+
+    assert parse_spec(text, what="--policy") == ComponentSpec(name, options)
