@@ -7,7 +7,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from engines import EngineView, KVEvent, RequestTrace
+from engines import EngineView, KVEvent, LifecycleEvent, RequestTrace
 from loadgen import Request
 
 from ._runtime import Placement, PolicyContext, RequestStream
@@ -31,7 +31,8 @@ class BasePolicy:
     """A policy base class with no-op hooks; subclasses define :meth:`run`.
 
     Override any hook to receive it:
-    :meth:`on_committed`, :meth:`on_aborted`, :meth:`on_finished`, :meth:`on_kv_event`.
+    :meth:`on_committed`, :meth:`on_aborted`, :meth:`on_admitted`, :meth:`on_first_token`,
+    :meth:`on_preempted`, :meth:`on_finished`, :meth:`on_kv_event`.
     Hooks are synchronous and run at the virtual instant of their event; an exception in a
     hook ends the run with a report naming it.
     """
@@ -47,6 +48,21 @@ class BasePolicy:
     @_noop
     def on_aborted(self, placement: Placement) -> None:
         """A tentative ``placement`` was rolled back; ``placement.reason`` says why."""
+
+    @_noop
+    def on_admitted(self, event: LifecycleEvent) -> None:
+        """An engine admitted a request this policy placed into its running batch (the
+        ``ADMITTED`` event: ``event.engine``, ``event.time_ns``, and in ``event.detail`` the
+        reused tokens and whether it is a readmission after a preemption)."""
+
+    @_noop
+    def on_first_token(self, event: LifecycleEvent) -> None:
+        """A request this policy placed produced its first token (``FIRST_TOKEN``)."""
+
+    @_noop
+    def on_preempted(self, event: LifecycleEvent) -> None:
+        """An engine preempted a request this policy placed (``PREEMPTED``): it waits for
+        readmission at the front of that engine's queue."""
 
     @_noop
     def on_finished(self, trace: RequestTrace) -> None:

@@ -37,6 +37,7 @@ import numpy as np
 import simclock
 from engines import (
     BlockKeyer,
+    Engine,
     EngineView,
     EventKind,
     Journal,
@@ -117,6 +118,9 @@ class Policy(Protocol):
 
     - ``on_committed(placement)``: an engine accepted a placement;
     - ``on_aborted(placement)``: a tentative placement was rolled back (``placement.reason``);
+    - ``on_admitted(event)``, ``on_first_token(event)``, ``on_preempted(event)``: an engine of
+      this runtime admitted, produced the first token of, or preempted a request (the
+      ``ADMITTED``, ``FIRST_TOKEN`` and ``PREEMPTED`` lifecycle events, at their instants);
     - ``on_finished(trace)``: a placed request reached a terminal state;
     - ``on_kv_event(event)``: an engine stored or removed KV blocks.
 
@@ -550,11 +554,26 @@ class PolicyRuntime:
     # -- lifecycle ---------------------------------------------------------------------------
 
     def start(self) -> None:
-        """Start the policy's ``run`` coroutine and subscribe its KV hook (inside the loop)."""
+        """Start the policy's ``run`` coroutine and subscribe its KV and lifecycle hooks
+        (inside the loop)."""
         hook = _hook(self.policy, "on_kv_event")
         if hook is not None:
             for engine in self.engines:
                 engine.subscribe_kv(self._kv_event)
+        lifecycle = {
+            kind: (name, found)
+            for kind, name in _LIFECYCLE_HOOKS.items()
+            if (found := _hook(self.policy, name)) is not None
+        }
+        if lifecycle:
+            mine = frozenset(_topology_index(engine) for engine in self.engines)
+
+            def on_event(event: LifecycleEvent) -> None:
+                if event.engine in mine:
+                    name, hook = lifecycle[event.kind]
+                    self._call_hook(name, hook, event)
+
+            self.journal.subscribe(on_event, kinds=list(lifecycle))
         self._main = self.spawn(self.policy.run(self.stream, self.context), name="run")
 
     def submit(self, request: Request) -> None:
@@ -864,6 +883,21 @@ class PolicyRuntime:
         self.failure = failure
         if self.on_poison is not None:
             self.on_poison(failure)
+
+
+def _topology_index(handle: EngineHandle) -> int:
+    """The index in the topology (the one lifecycle events carry) of the engine ``handle``
+    stands for: a pool's handle (P/D) wraps its engine and goes by its pool position."""
+    inner = getattr(handle, "engine", None)
+    return inner.index if isinstance(inner, Engine) else handle.index
+
+
+#: Lifecycle event kinds -> the policy hook called with the event.
+_LIFECYCLE_HOOKS: dict[EventKind, str] = {
+    EventKind.ADMITTED: "on_admitted",
+    EventKind.FIRST_TOKEN: "on_first_token",
+    EventKind.PREEMPTED: "on_preempted",
+}
 
 
 def _hook(policy: object, name: str) -> Callable[[Any], object] | None:

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 import attrs
 import numpy as np
@@ -240,6 +240,15 @@ class _PoolJournal(Journal):
         if event.engine is not None and self.offset:
             event = attrs.evolve(event, engine=event.engine + self.offset)
         self.target.record(event)
+
+    def subscribe(
+        self,
+        callback: Callable[[LifecycleEvent], object],
+        *,
+        kinds: Iterable[EventKind] | None = None,
+    ) -> None:
+        """Subscribe ``callback`` to the run's journal (where the engines record)."""
+        self.target.subscribe(callback, kinds=kinds)
 
 
 # --------------------------------------------------------------------------------------------
