@@ -139,7 +139,8 @@ class EngineCore:
     :attr:`max_tokens` (the pass budget); :meth:`lookup` (cached prefix blocks of a request),
     :meth:`cache_full` (key and register the blocks a pass fills), :meth:`refresh` (the
     outstanding-work counters after a request's counters moved), :meth:`preempt`,
-    :meth:`record` (a lifecycle event) and :meth:`price` (time and count a planned pass).
+    :meth:`admit` (a waiting request into the running batch), :meth:`record` (a lifecycle
+    event) and :meth:`price` (time and count a planned pass).
 
     Request flow: :meth:`enqueue` (engine arrival) -> waiting -> running (admission at a pass
     start) -> finished, with preemption back to the waiting front. Prefill role: at prompt
@@ -191,11 +192,14 @@ class EngineCore:
     def record(
         self, t: int, kind: EventKind, s: Seq, detail: tuple[tuple[str, object], ...] = ()
     ) -> None:
+        """Record the lifecycle event ``kind`` of ``s`` on this engine at ``t``."""
         self.journal.record(LifecycleEvent(t, kind, s.rid, self.index, detail))
 
     # -- outstanding work counters -----------------------------------------------------------
 
     def refresh(self, s: Seq) -> None:
+        """Bring the engine's outstanding prefill and decode token counts up to date with
+        ``s``'s counters (after its ``num_computed``, ``num_output`` or state moved)."""
         rem = s.prompt + s.num_output - s.num_computed
         if s.state == RESERVING or s.state == RESERVED:
             pf = 0  # its prompt KV comes by transfer
@@ -208,6 +212,32 @@ class EngineCore:
         dec = 0 if self.role == "prefill" else s.target - s.num_output
         self.decode_outstanding += dec - s.dec
         s.dec = dec
+
+    def admit(
+        self, s: Seq, now_ns: int, hit_blocks: int, reused_tokens: int, start: int, n: int
+    ) -> None:
+        """Move ``s``, taken from the waiting queue with its blocks allocated, into the running
+        batch with ``n`` positions scheduled from ``start``: its ``hit_blocks`` shared prefix
+        blocks are keyed, the blocks the pass fills are registered, and ``ADMITTED`` is
+        recorded (with ``reused_tokens``) while ``num_computed`` is ``start``."""
+        self.running.append(s)
+        s.state = RUNNING
+        if hit_blocks:
+            s.nkeyed = hit_blocks
+        s.num_computed = start
+        self.cache_full(s, start + n)
+        self.record(
+            now_ns,
+            EventKind.ADMITTED,
+            s,
+            (
+                ("reused_tokens", reused_tokens),
+                ("is_readmission", s.num_preemptions > 0),
+                ("role", self.role),
+            ),
+        )
+        s.num_computed = start + n
+        self.refresh(s)
 
     def _drop(self, s: Seq) -> None:
         self.prefill_outstanding -= s.pf
@@ -349,6 +379,12 @@ class EngineCore:
             self._record_chunks(plan)
 
     def duration_ns(self, plan: Pass, prompts: list[int], samples: list[bool]) -> int:
+        """The duration of ``plan`` in ns from the timing model (its shortcut for small passes
+        where it has one), rounded from milliseconds.
+
+        Raises:
+            PassTimingError: the model returned something other than a finite number >= 0.
+        """
         k = len(prompts)
         small = self._small_pass_ms
         if small is not None and k <= SMALL_PASS_ENTRIES:
@@ -388,6 +424,8 @@ class EngineCore:
                 )
 
     def preempt(self, v: Seq, now_ns: int) -> None:
+        """Preempt running ``v`` (already out of the running list): free its blocks, reset
+        its progress, put it at the front of the waiting queue and record ``PREEMPTED``."""
         self.kv.release(v.blocks)
         v.blocks = []
         v.nkeyed = 0

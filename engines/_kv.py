@@ -386,19 +386,11 @@ class KVCache:
         prv = self._prev
         if list(map(prv.__getitem__, hits[:-1])) != hits[1:]:
             return False
-        nxt = self._next
         left = prv[hits[-1]]
-        right = nxt[hits[0]]
+        right = self._next[hits[0]]
         for b in hits:
             prv[b] = UNLINKED
-        if left == -1:
-            self._head = right
-        else:
-            nxt[left] = right
-        if right == -1:
-            self._tail = left
-        else:
-            prv[right] = left
+        self._join(left, right)
         return True
 
     def _take(self, blocks: list[int], need: int) -> None:
@@ -689,19 +681,22 @@ class KVCache:
 
     def _unlink(self, b: int) -> None:
         """Take block ``b`` out of the linked part of the queue."""
-        nxt = self._next
         prv = self._prev
         p = prv[b]
-        q = nxt[b]
         prv[b] = UNLINKED
-        if p == -1:
-            self._head = q
+        self._join(p, self._next[b])
+
+    def _join(self, left: int, right: int) -> None:
+        """Link ``left`` to ``right`` in the queue (``-1``: the head or the tail), closing
+        the gap of the blocks taken out between them."""
+        if left == -1:
+            self._head = right
         else:
-            nxt[p] = q
-        if q == -1:
-            self._tail = p
+            self._next[left] = right
+        if right == -1:
+            self._tail = left
         else:
-            prv[q] = p
+            self._prev[right] = left
 
     def check(self) -> None:
         """Verify every invariant; raise :class:`~simclock.InternalError` on the first break.

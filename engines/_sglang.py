@@ -106,7 +106,6 @@ from simclock import InternalError
 
 from ._core import RUNNING, EngineCore, Pass, Seq
 from ._exceptions import EngineConfigError
-from ._journal import EventKind
 from ._kv import KVCache
 
 if TYPE_CHECKING:
@@ -421,7 +420,7 @@ class SGLangRules:
                             rem_chunk -= charge
                         if n < extend:
                             self.chunked = r
-                        self._admit(r, now_ns, len(hits), prefix, n)
+                        core.admit(r, now_ns, len(hits), prefix, prefix, n)
                         entries.append(r)
                         sched_n.append(n)
                         comp.append(prefix)
@@ -451,28 +450,6 @@ class SGLangRules:
         an idle engine always admits a request (its output is not cut here)."""
         e = self.core.block_size
         return max(0, min(r.target, self.core.kv_capacity - -(-r.prompt // e) * e - e - 1))
-
-    def _admit(self, r: Seq, now_ns: int, hit_blocks: int, prefix: int, n: int) -> None:
-        """Move ``r`` to running with its prefix shared and ``n`` positions scheduled."""
-        core = self.core
-        core.running.append(r)
-        r.state = RUNNING
-        if hit_blocks:
-            r.nkeyed = hit_blocks
-        r.num_computed = prefix
-        core.cache_full(r, prefix + n)
-        core.record(
-            now_ns,
-            EventKind.ADMITTED,
-            r,
-            (
-                ("reused_tokens", prefix),
-                ("is_readmission", r.num_preemptions > 0),
-                ("role", core.role),
-            ),
-        )
-        r.num_computed = prefix + n
-        core.refresh(r)
 
     def _sort_lpm(self) -> None:
         """Sort the waiting queue by longest cached prefix, in place (rule 3)."""

@@ -21,7 +21,6 @@ from simclock import InternalError
 
 from ._core import RUNNING, EngineCore, Pass
 from ._exceptions import EngineConfigError
-from ._journal import EventKind
 from ._kv import KVCache
 from ._macro import MacroRun
 
@@ -214,30 +213,13 @@ class VLLMRules:
                 if not kv.allocate(r.blocks, hits, need, wm if entries else 0):
                     break
                 waiting.popleft()
-                running.append(r)
-                r.state = RUNNING
-                if hits:
-                    r.nkeyed = len(hits)
-                r.num_computed = start
-                core.cache_full(r, start + n)
-                core.record(
-                    now_ns,
-                    EventKind.ADMITTED,
-                    r,
-                    (
-                        ("reused_tokens", hit),
-                        ("is_readmission", r.num_preemptions > 0),
-                        ("role", core.role),
-                    ),
-                )
+                core.admit(r, now_ns, len(hits), hit, start, n)
                 add_entry(r)
                 add_n(n)
                 add_comp(start)
                 add_out(r.num_output)
                 add_prompt(r.prompt)
                 add_sample(start + n == num_tokens and (any_target or r.target > 0))
-                r.num_computed = start + n
-                core.refresh(r)
                 budget -= n
         if not entries:
             return None

@@ -10,33 +10,35 @@ __all__ = ("format_name", "non_negative_int", "positive_float", "positive_int")
 
 
 def format_name(text: str) -> str:
+    """``auto`` or a trace format name."""
     if text not in ("auto", *FORMATS):
         known = ", ".join(("auto", *FORMATS))
         raise argparse.ArgumentTypeError(f"unknown format {text!r}; known: {known}")
     return text
 
 
-def positive_int(text: str) -> int:
+def _int_at_least(low: int, text: str) -> int:
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    if value < low:
+        raise argparse.ArgumentTypeError(f"must be >= {low}, got {value}")
     return value
+
+
+def positive_int(text: str) -> int:
+    """An integer >= 1."""
+    return _int_at_least(1, text)
 
 
 def non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
-    return value
+    """An integer >= 0."""
+    return _int_at_least(0, text)
 
 
 def positive_float(text: str) -> float:
+    """A finite number > 0."""
     try:
         value = float(text)
     except ValueError:
