@@ -20,6 +20,8 @@ from ._metrics import PERCENTILES as PERCENTILES
 from ._metrics import SLO as SLO
 from ._metrics import Distribution as Distribution
 from ._metrics import SLOError as SLOError
+from ._export import EXPORT_FILES as EXPORT_FILES
+from ._export import EXPORTS as EXPORTS
 from ._output import OUTPUT_FILES as OUTPUT_FILES
 from ._output import OutputError as OutputError
 from ._output import RequestLog as RequestLog
@@ -89,6 +91,8 @@ from ._topology import Runtime as Runtime
 from ._topology import Topology as Topology
 
 __all__ = (
+    "EXPORTS",
+    "EXPORT_FILES",
     "OUTPUT_FILES",
     "PERCENTILES",
     "PLACEMENT_ORDERS",

@@ -59,6 +59,7 @@ from ._config import (
     resolve_config,
 )
 from ._exceptions import ReplayFailedError, ReplayInterrupted
+from ._export import Export, export_files
 from ._files import check_destinations
 from ._limits import check_schedule
 from ._output import (
@@ -268,8 +269,20 @@ def _read_workload(config: ReplayConfig) -> Workload:
             raise ConfigError(f"{config.trace or path}: {exc.strerror or exc}") from None
 
 
+def _trace_after_slo(args: argparse.Namespace) -> None:
+    """``--slo`` takes several items (vLLM's ``ttft:500 tpot:50``), so a TRACE given right
+    after it lands among them: the last item, when it is no ``key=ms`` or ``key:ms`` and
+    names a file or a bundled dataset, is the TRACE."""
+    items = args.slo
+    if args.trace is None and items is not None and len(items) > 1:
+        last = items[-1]
+        if "=" not in last and ":" not in last and resolve_trace(last).exists():
+            args.trace = items.pop()
+
+
 def _replay(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
     out = sys.stdout if stdout is None else stdout
+    _trace_after_slo(args)
     configure_from_args(args)
     options = debug_options_from_args(args, parser=args.parser)
     file_values = None
@@ -288,8 +301,16 @@ def _replay(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
     overrides["workload"] = {key: getattr(args, key) for key in WORKLOAD_FLAGS}
     config = resolve_config(file_values, overrides, source=source)
     # Before anything is read or run: an unusable output location must not cost a run.
+    if config.export and config.output_dir is None:
+        raise ConfigError(f"{config.origin('export')}: needs --output-dir (or output_dir)")
+    if "vllm" in config.export and config.token_times == "none":
+        raise ConfigError(
+            f"{config.origin('export')}: vllm needs token times (--token-times full or runs)"
+        )
     check_destinations(
-        output_dir=config.output_dir, output_files=OUTPUT_FILES, timeline=options.timeline_path
+        output_dir=config.output_dir,
+        output_files=OUTPUT_FILES + export_files(config.export),
+        timeline=options.timeline_path,
     )
     workload = _read_workload(config)
     load = config.build_load()
@@ -352,7 +373,11 @@ def _replay(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
                 print(f"simclock replay: {failure}", file=sys.stderr)
             if config.output_dir is not None:
                 write_outputs(
-                    result, config.output_dir, token_times=config.token_times, request_log=log
+                    result,
+                    config.output_dir,
+                    token_times=config.token_times,
+                    request_log=log,
+                    exports=cast("tuple[Export, ...]", config.export),
                 )
             if timelines and options.timeline_path is not None:
                 write_timeline(timelines[0], options.timeline_path)

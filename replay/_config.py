@@ -16,6 +16,7 @@ A configuration is a flat table (TOML or JSON) whose keys are the command-line o
     gpu_memory_utilization = 0.9
     stepping = "macro"                   # or "pass": one engine deadline per pass
     token_times = "full"                 # requests.jsonl: "full", "runs" or "none"
+    export = ["vllm", "csv"]             # also write vllm_bench.json and requests.csv
     [engine]                             # any EngineConfig field
     max_num_batched_tokens = 8192
     [workload]                           # load mode, reader options, or a synthetic workload
@@ -182,6 +183,8 @@ class ReplayConfig:
             or ``none``; not echoed in ``config.json``.
         scheduler: the engines' scheduler and its options (a key of
             :data:`engines.SCHEDULERS`); None for the default (vLLM's rules, not echoed).
+        export: other layouts written with the report files (``vllm``, ``csv``; see
+            :func:`replay.write_outputs`); not echoed in ``config.json``.
     """
 
     trace: str | None = None
@@ -204,6 +207,7 @@ class ReplayConfig:
     stepping: Stepping = "macro"
     token_times: TokenTimesMode = "full"
     scheduler: ComponentSpec | None = None
+    export: tuple[str, ...] = ()
     origins: Mapping[str, str] = attrs.field(factory=dict, eq=False, repr=False)
 
     def origin(self, key: str) -> str:

@@ -8,6 +8,7 @@ sample and how to parse and apply an SLO.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping
 
 import attrs
@@ -155,23 +156,23 @@ class SLO:
 
     @classmethod
     def parse(cls, text: str) -> SLO:
-        """Parse ``"ttft=200,tpot=50,e2e=2000"`` (milliseconds; any subset, any order).
+        """Parse ``"ttft=200,tpot=50,e2e=2000"`` or vLLM's ``--goodput`` form
+        ``"ttft:200 tpot:50 e2el:2000"`` (milliseconds; any subset, any order).
 
-        Keys: ``ttft``, ``tpot``, ``e2e`` (alias ``e2el``). An empty string means no SLO.
+        Items are separated by commas or whitespace; each is ``key=number`` or
+        ``key:number`` (spaces around the separator are allowed). Keys: ``ttft``, ``tpot``,
+        ``e2e`` (alias ``e2el``, vLLM's name). An empty string means no SLO.
 
         Raises:
-            SLOError: an item is not ``key=number``, a key is unknown or repeated, or a number
-                is not finite and ``>= 0``.
+            SLOError: an item is not ``key=number`` or ``key:number``, a key is unknown or
+                repeated, or a number is not finite and ``>= 0``.
         """
         bounds: dict[str, float] = {}
-        for raw in text.split(","):
-            item = raw.strip()
-            if not item:
-                continue
-            key, sep, number = item.partition("=")
-            key = key.strip()
-            if not sep:
-                raise SLOError(f"slo: {item!r} is not key=milliseconds")
+        for item in _SEPARATOR.sub(r"\1", text).replace(",", " ").split():
+            match = _ITEM.fullmatch(item)
+            if match is None:
+                raise SLOError(f"slo: {item!r} is not key=milliseconds or key:milliseconds")
+            key, number = match.group(1), match.group(2)
             field = _SLO_KEYS.get(key)
             if field is None:
                 raise SLOError(f"slo: unknown metric {key!r} (expected ttft, tpot, e2e)")
@@ -180,7 +181,7 @@ class SLO:
             try:
                 value = float(number)
             except ValueError:
-                raise SLOError(f"slo: {key}: {number.strip()!r} is not a number") from None
+                raise SLOError(f"slo: {key}: {number!r} is not a number") from None
             _check_bound(key, value)
             bounds[field] = value
         return cls(**bounds)
@@ -252,6 +253,9 @@ class SLO:
 
 
 _SLO_KEYS = {"ttft": "ttft_ms", "tpot": "tpot_ms", "e2e": "e2e_ms", "e2el": "e2e_ms"}
+# spaces around an item's separator are dropped before items are split on commas and spaces
+_SEPARATOR = re.compile(r"\s*([=:])\s*")
+_ITEM = re.compile(r"([^=:]*)[=:](.*)")
 
 
 def _number_text(value: float) -> str:

@@ -15,10 +15,20 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import BinaryIO, cast
 
+from ._export import (
+    EXPORT_FILES,
+    EXPORTS,
+    Export,
+    request_lines,
+    requests_csv,
+    scalar,
+    vllm_bench_json,
+    vllm_metrics,
+)
 from ._files import (
     FILE_MODE,
     OutputError,
@@ -64,32 +74,6 @@ SUMMARY_SCHEMA = "simclock.replay.summary"
 REQUEST_SCHEMA = "simclock.replay.requests"
 
 
-
-def _scalar(summary: Summary, name: str) -> object:
-    """The figure ``name`` of :data:`SCALARS`."""
-    if name == "request_goodput":
-        return None if summary.goodput is None else summary.goodput.request_goodput
-    return getattr(summary, name)
-
-
-def _vllm_metrics(summary: Summary) -> dict[str, object]:
-    """The flat metric names of vLLM's ``benchmark_serving`` result file."""
-    out: dict[str, object] = {m.name: _scalar(summary, m.name) for m in SCALARS}
-    for metric in DISTRIBUTIONS:
-        short = metric.vllm
-        if short is None:
-            continue
-        d: Distribution = getattr(summary, metric.name)
-        out[f"mean_{short}_ms"] = d.mean
-        out[f"median_{short}_ms"] = d.p50
-        out[f"std_{short}_ms"] = d.std
-        out[f"min_{short}_ms"] = d.min
-        out[f"max_{short}_ms"] = d.max
-        for p in ("p50", "p75", "p90", "p95", "p99"):
-            out[f"{p}_{short}_ms"] = getattr(d, p)
-    return out
-
-
 def summary_json(result: ReplayResult) -> dict[str, object]:
     """The content of ``summary.json`` as a dict, keys in their written order."""
     s = result.summary
@@ -106,7 +90,7 @@ def summary_json(result: ReplayResult) -> dict[str, object]:
         },
         "virtual_duration_ms": meta.virtual_duration_ms,
         "status_counts": dict(s.status_counts),
-        "metrics": _vllm_metrics(s),
+        "metrics": vllm_metrics(s),
         "distributions": {m.name: getattr(s, m.name).as_dict() for m in DISTRIBUTIONS},
         "slo": None if s.slo is None else s.slo.as_dict(),
         "goodput": None if s.goodput is None else _jsonable(s.goodput),
@@ -201,8 +185,10 @@ def write_outputs(
     *,
     token_times: TokenTimesMode = "full",
     request_log: RequestLog | None = None,
+    exports: Sequence[Export] = (),
 ) -> tuple[Path, ...]:
-    """Write ``summary.json``, ``requests.jsonl`` and ``config.json`` into ``out_dir``.
+    """Write ``summary.json``, ``requests.jsonl`` and ``config.json`` into ``out_dir``, and
+    the files of ``exports`` with them.
 
     The directory is created if needed. The files are written as a set (see
     ``replay/_files.py``): each goes to a temporary name in ``out_dir`` and all are renamed
@@ -220,18 +206,27 @@ def write_outputs(
         token_times: how ``requests.jsonl`` holds token times (:data:`TOKEN_TIMES_MODES`).
         request_log: the :class:`RequestLog` the run streamed its records to (opened on
             ``out_dir``); its file becomes ``requests.jsonl``.
+        exports: other layouts to write too (:data:`replay.EXPORTS`): ``"vllm"`` writes
+            ``vllm_bench.json`` (vLLM's serving-benchmark result file), ``"csv"`` writes
+            ``requests.csv`` (one row per request); see ``replay/_export.py``.
 
     Returns:
-        The paths written, in :data:`OUTPUT_FILES` order.
+        The paths written, in :data:`OUTPUT_FILES` order, then the exports' files.
 
     Raises:
         OutputError: the directory cannot be created or a file cannot be written; the
             message names the directory or the final file, never a temporary name.
         TypeError: the configuration echo holds a value JSON cannot represent.
-        ValueError: ``token_times`` is unknown, or ``request_log`` was opened on another
-            directory or with other token times.
+        ValueError: ``token_times`` is unknown, ``request_log`` was opened on another
+            directory or with other token times, an export is unknown, or the vLLM export
+            is asked of records written without token times.
     """
     check_token_times(token_times)
+    unknown = [name for name in exports if name not in EXPORTS]
+    if unknown:
+        raise ValueError(f"exports: unknown export {unknown[0]!r}; known: {', '.join(EXPORTS)}")
+    if "vllm" in exports and token_times == "none":
+        raise ValueError("exports: vllm needs token times (token_times full or runs)")
     directory = Path(out_dir)
     if request_log is not None:
         request_log.check_target(directory, token_times)
@@ -246,15 +241,36 @@ def write_outputs(
         REQUESTS_FILE: requests,
         CONFIG_FILE: _writer(contents[CONFIG_FILE]),
     }
+    names = list(OUTPUT_FILES)
+    streamed = requests if isinstance(requests, Path) else None
+    for export in EXPORTS:
+        if export in exports:
+            writers[EXPORT_FILES[export]] = _export_writer(result, export, streamed)
+            names.append(EXPORT_FILES[export])
     try:
-        write_file_set([(directory / name, writers[name]) for name in OUTPUT_FILES], what="report")
+        write_file_set([(directory / name, writers[name]) for name in names], what="report")
     except BaseException:
         remove_directories(created)
         raise
     finally:
         if request_log is not None:
             request_log.written()
-    return tuple(directory / name for name in OUTPUT_FILES)
+    return tuple(directory / name for name in names)
+
+
+def _export_writer(result: ReplayResult, export: Export, streamed: Path | None) -> Writer:
+    """The writer of one export's file; it reads the records from ``result`` or, when the run
+    streamed them, from the finished ``requests.jsonl`` (``streamed``, still under its
+    temporary name: the set is renamed only once every file is written)."""
+
+    def write(handle: BinaryIO) -> None:
+        lines = request_lines(result, streamed)
+        if export == "csv":
+            requests_csv(lines, handle)
+        else:
+            _write(handle, (_dumps(vllm_bench_json(result, lines), indent=None) + "\n").encode())
+
+    return write
 
 
 def _writer(data: bytes) -> Writer:
@@ -437,7 +453,7 @@ def format_table(result: ReplayResult) -> str:
                 row(f"Request goodput (req/s) [{slo.as_text()}]", _num(goodput.request_goodput))
                 row("SLO attainment (% of completed)", _num(_pct(goodput.attainment)))
         elif figure.label is not None:
-            value = cast("float | int | None", _scalar(s, figure.name))
+            value = cast("float | int | None", scalar(s, figure.name))
             row(figure.label, str(value) if isinstance(value, int) else _num(value))
     row("Prefix reuse (% of input tokens)", _num(_pct(s.prefix_reuse_ratio)))
     row("Preemptions", str(s.preemptions))

@@ -19,6 +19,7 @@ from loadgen import FORMATS
 from simclock import InternalError
 
 from ._exceptions import ConfigError
+from ._export import EXPORTS
 from ._flags import format_name, non_negative_int, positive_float, positive_int
 from ._limits import (
     MAX_RATE,
@@ -50,6 +51,7 @@ __all__ = (
     "WORKLOAD_OPTIONS",
     "RunKey",
     "WorkloadFlag",
+    "check_exports",
     "check_int",
     "check_slo",
     "check_str",
@@ -481,7 +483,9 @@ RUN_KEYS: tuple[RunKey, ...] = (
         lambda value, where: check_slo(value, where=where),
         {
             "metavar": "SPEC",
-            "help": "SLOs for goodput in ms, e.g. ttft=2000,tpot=50,e2e=30000 (bounds inclusive)",
+            "nargs": "+",
+            "help": "SLOs for goodput in ms, e.g. ttft=2000,tpot=50,e2e=30000, or vLLM's "
+            "--goodput form ttft:2000 tpot:50 e2el:30000 (bounds inclusive)",
         },
     ),
     RunKey(
@@ -554,6 +558,15 @@ RUN_KEYS: tuple[RunKey, ...] = (
         _named("name"),
         {"metavar": "SPEC", "help": "engine scheduler NAME[:key=value,...] (default: vllm)"},
     ),
+    RunKey(
+        "export",
+        lambda value, where: check_exports(value, where=where),
+        {
+            "metavar": "NAMES",
+            "help": "also write, into --output-dir: vllm (vllm_bench.json, vLLM's bench serve "
+            "result file), csv (requests.csv, one row per request); e.g. vllm,csv",
+        },
+    ),
 )
 """Every top-level key of a run's configuration, in the order errors list them; a key with a
 flag is also a ``simclock replay`` option (the command line adds them in this order)."""
@@ -561,14 +574,35 @@ flag is also a ``simclock replay`` option (the command line adds them in this or
 RUN_KEY: Mapping[str, RunKey] = {key.name: key for key in RUN_KEYS}
 
 
+def check_exports(value: object, *, where: str) -> tuple[str, ...]:
+    """The exports ``value`` names (``"vllm,csv"`` or a list of names), in
+    :data:`replay.EXPORTS` order."""
+    if isinstance(value, str):
+        names = [name.strip() for name in value.split(",") if name.strip()]
+    elif isinstance(value, list | tuple) and all(isinstance(name, str) for name in value):
+        names = [name.strip() for name in value]
+    else:
+        raise ConfigError(f"{where}: must be a string or a list of strings, got {value!r}")
+    for name in names:
+        if name not in EXPORTS:
+            raise ConfigError(f"{where}: unknown export {name!r}; known: {', '.join(EXPORTS)}")
+    return tuple(name for name in EXPORTS if name in names)
+
+
 def check_slo(value: object, *, where: str) -> SLO | None:
+    """An SLO from a spec string, a list of spec items (vLLM's ``--goodput ttft:500
+    tpot:50``, as the command line gives them) or a table; None for an empty one."""
     try:
+        if isinstance(value, list | tuple) and all(isinstance(item, str) for item in value):
+            value = " ".join(value)
         if isinstance(value, str):
             slo = SLO.parse(value)
         elif isinstance(value, Mapping):
             slo = SLO.from_mapping(value, where=where)
         else:
-            raise ConfigError(f"{where}: must be a string or a table, got {value!r}")
+            raise ConfigError(
+                f"{where}: must be a string, a list of strings or a table, got {value!r}"
+            )
     except SLOError as exc:
         text = str(exc)
         if text.startswith("slo: "):

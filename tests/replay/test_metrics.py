@@ -67,10 +67,23 @@ def test_slo_parse_reads_every_key_in_milliseconds() -> None:
     assert SLO.parse("").is_empty
 
 
+def test_slo_parse_reads_vllm_goodput_pairs() -> None:
+    # vLLM's --goodput: space-separated KEY:VALUE pairs, e2el for the end-to-end bound
+    assert SLO.parse("ttft:500 tpot:50") == SLO(ttft_ms=500, tpot_ms=50)
+    assert SLO.parse("e2el:2000  ttft:0.5") == SLO(ttft_ms=0.5, e2e_ms=2000)
+    assert SLO.parse("ttft : 500,tpot=50 e2e:9") == SLO(ttft_ms=500, tpot_ms=50, e2e_ms=9)
+    assert SLO.parse("ttft:500 tpot:50").as_text() == "ttft=500,tpot=50"
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
-        ("ttft", "slo: 'ttft' is not key=milliseconds"),
+        ("ttft", "slo: 'ttft' is not key=milliseconds or key:milliseconds"),
+        ("ttft:500 tpot", "slo: 'tpot' is not key=milliseconds or key:milliseconds"),
+        ("ttft:500 ttft=2", "slo: ttft is given twice"),
+        ("itl:5", "slo: unknown metric 'itl' (expected ttft, tpot, e2e)"),
+        ("tpot:fast", "slo: tpot: 'fast' is not a number"),
+        ("e2el:-3", "slo: e2el must be a finite number >= 0 (ms), got -3.0"),
         ("itl=5", "slo: unknown metric 'itl' (expected ttft, tpot, e2e)"),
         ("ttft=1,ttft=2", "slo: ttft is given twice"),
         ("e2e=1,e2el=2", "slo: e2el is given twice"),
