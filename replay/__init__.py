@@ -13,6 +13,8 @@ from ._exceptions import ReplayError as ReplayError
 from ._exceptions import ReplayFailedError as ReplayFailedError
 from ._exceptions import ReplayInterrupted as ReplayInterrupted
 from ._exceptions import WorkloadValidationError as WorkloadValidationError
+from ._export import EXPORT_FILES as EXPORT_FILES
+from ._export import EXPORTS as EXPORTS
 from ._inspect import format_workload_stats as format_workload_stats
 from ._inspect import inspect_trace as inspect_trace
 from ._inspect import workload_stats_json as workload_stats_json
@@ -20,8 +22,6 @@ from ._metrics import PERCENTILES as PERCENTILES
 from ._metrics import SLO as SLO
 from ._metrics import Distribution as Distribution
 from ._metrics import SLOError as SLOError
-from ._export import EXPORT_FILES as EXPORT_FILES
-from ._export import EXPORTS as EXPORTS
 from ._output import OUTPUT_FILES as OUTPUT_FILES
 from ._output import OutputError as OutputError
 from ._output import RequestLog as RequestLog

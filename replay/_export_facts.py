@@ -32,8 +32,10 @@ class RunFacts:
         tensor_parallel: GPUs per engine (roofline timing's ``tensor_parallel``; 1 for other
             timing models), None when unknown.
         timing: the timing model's name.
-        scheduler: the engines' scheduler name (``vllm`` when the run left the default).
-        load: the load mode in words (``trace timestamps``, ``closed loop, 8 sessions``, ...).
+        scheduler: the engines' scheduler name (``vllm`` when the command line left the
+            default), None when unknown (a run built in Python).
+        load: the load mode in words (``workload timestamps``, ``closed loop, 8 sessions``,
+            ...).
         request_rate: the release rate in requests per second, None when requests keep the
             trace's times (or are released all at once).
         burstiness: the gamma shape of the gaps (vLLM's ``burstiness``): 1 for Poisson,
@@ -48,8 +50,8 @@ class RunFacts:
     model_id: str | None = None
     tensor_parallel: int | None = None
     timing: str | None = None
-    scheduler: str = "vllm"
-    load: str = "trace timestamps"
+    scheduler: str | None = None
+    load: str = "workload timestamps"
     request_rate: float | None = None
     burstiness: float = 1.0
     concurrency: int | None = None
@@ -90,6 +92,8 @@ def run_facts(config: Mapping[str, object]) -> RunFacts:
     scheduler = settings.get("scheduler")
     if isinstance(scheduler, Mapping) and isinstance(scheduler.get("name"), str):
         facts["scheduler"] = scheduler["name"]
+    elif settings:
+        facts["scheduler"] = "vllm"
     if topo.get("type") == "pd" and isinstance(topo.get("prefill_workers"), int):
         facts["prefill_workers"] = topo["prefill_workers"]
     return RunFacts(**facts, **_load_facts(config, settings))  # type: ignore[arg-type]

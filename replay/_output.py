@@ -29,6 +29,7 @@ from ._export import (
     vllm_bench_json,
     vllm_metrics,
 )
+from ._export_facts import run_facts
 from ._files import (
     FILE_MODE,
     OutputError,
@@ -442,6 +443,13 @@ def format_table(result: ReplayResult) -> str:
     setup = _setup_text(meta.config)
     if setup:
         row("Setup", setup)
+    facts = run_facts(meta.config)
+    if facts.gpu is not None and facts.model_id is not None:
+        tp = "" if facts.tensor_parallel is None else f", TP {facts.tensor_parallel}"
+        row("GPU, model, TP", f"{facts.gpu}, {facts.model_id}{tp}")
+    if facts.scheduler is not None:
+        row("Scheduler", facts.scheduler)
+    row("Load", facts.load)
     row("Requests", str(s.requests))
     for status, count in s.status_counts.items():
         if count or status == "completed":
@@ -492,8 +500,10 @@ def format_table(result: ReplayResult) -> str:
     if s.engines:
         title("Engines")
         for e in s.engines:
+            role = facts.engine_role(e.index)
+            name = f"Engine {e.index}" if role is None else f"Engine {e.index} ({role})"
             row(
-                f"Engine {e.index} utilisation (%)",
+                f"{name} utilisation (%)",
                 f"{_num(_pct(e.utilisation))}  ({e.completed} completed, "
                 f"{e.preemptions} preemptions)",
             )

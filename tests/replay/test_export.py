@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import replay._cli as cli
-from replay import EXPORT_FILES, OUTPUT_FILES, write_outputs
+from replay import EXPORT_FILES, OUTPUT_FILES, format_table, write_outputs
 from replay._cli import EXIT_OK, main
 from replay._export import CSV_COLUMNS, peak_overlap, request_lines, vllm_bench_json
 
@@ -286,3 +286,26 @@ def test_write_outputs_refuses_an_unknown_export_before_writing(tmp_path: Path) 
     with pytest.raises(ValueError, match=r"^exports: unknown export 'xml'; known: vllm, csv$"):
         write_outputs(result, tmp_path / "o", exports=("xml",))  # type: ignore[arg-type]
     assert not (tmp_path / "o").exists()
+
+
+def test_the_table_names_the_hardware_scheduler_and_load_and_labels_pd_engines(
+    small_trace: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["replay", str(small_trace), "--topology", "pd", "--prefill-workers", "2"]
+    args += ["--timing", "roofline:tensor_parallel=2", "--concurrency", "4"]
+    assert main(args) == EXIT_OK
+    table = capsys.readouterr().out
+    assert "GPU, model, TP:                          H100, meta-llama/Llama-3.1-8B, TP 2\n" in table
+    assert "Scheduler:                               vllm\n" in table
+    assert "Load:                                    closed loop, 4 sessions\n" in table
+    assert "Engine 0 (prefill) utilisation (%):" in table
+    assert "Engine 1 (prefill) utilisation (%):" in table
+    assert "Engine 2 (decode) utilisation (%):" in table
+
+
+def test_a_run_built_in_python_names_only_what_it_knows() -> None:
+    table = format_table(mooncake_replay("round_robin"))
+    assert "GPU, model, TP:" not in table
+    assert "Scheduler:" not in table
+    assert "Load:                                    workload timestamps\n" in table
+    assert "Engine 0 utilisation (%):" in table
