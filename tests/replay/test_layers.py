@@ -23,6 +23,8 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "_columns",
         "_stream",
         "_report",
+        "_export_facts",
+        "_export",
         "_output",
         "_timeline",
         "_pd_figure",

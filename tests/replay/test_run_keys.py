@@ -23,6 +23,7 @@ VALUES = {
     "stepping": ("pass", "pass"),
     "token_times": ("runs", "runs"),
     "scheduler": ("vllm:admit_whole_prompt=true", "vllm:admit_whole_prompt=true"),
+    "export": (["csv", "vllm"], "vllm,csv"),
 }
 PD_VALUES = {
     "topology": ("pd", "pd"),
