@@ -178,6 +178,10 @@ class EngineCore:
         self.decode_outstanding = 0
         self.passes = 0
         self.busy_ns = 0
+        # entries summed over the passes (the mean batch size is this over ``passes``)
+        self.entries = 0
+        # the most requests running at once
+        self.peak_running = 0
         self.max_tokens = config.max_num_batched_tokens
         self.kv_capacity = config.num_blocks * config.block_size
         # the model's shortcuts, where it has them (engines._pass.model_method)
@@ -220,7 +224,10 @@ class EngineCore:
         batch with ``n`` positions scheduled from ``start``: its ``hit_blocks`` shared prefix
         blocks are keyed, the blocks the pass fills are registered, and ``ADMITTED`` is
         recorded (with ``reused_tokens``) while ``num_computed`` is ``start``."""
-        self.running.append(s)
+        running = self.running
+        running.append(s)
+        if len(running) > self.peak_running:
+            self.peak_running = len(running)
         s.state = RUNNING
         if hit_blocks:
             s.nkeyed = hit_blocks
@@ -375,6 +382,7 @@ class EngineCore:
         plan.end_ns = plan.start_ns + duration
         self.passes += 1
         self.busy_ns += duration
+        self.entries += len(prompts)
         if self.journal.wants(EventKind.PREFILL_CHUNK):
             self._record_chunks(plan)
 

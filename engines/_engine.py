@@ -252,6 +252,25 @@ class Engine:
         return self._core.passes
 
     @property
+    def batch_entries(self) -> int:
+        """Entries (a request's prompt chunk or decode step) summed over the passes planned
+        so far: the mean batch size is this over :attr:`passes`."""
+        self._sync()
+        return self._core.entries
+
+    @property
+    def peak_running(self) -> int:
+        """The most requests the running batch has held at once."""
+        return self._core.peak_running
+
+    @property
+    def peak_kv_blocks(self) -> int:
+        """The most KV blocks referenced at once so far."""
+        self._sync()
+        kv = self._core.kv
+        return kv.num_blocks - kv.min_free
+
+    @property
     def busy_ns(self) -> int:
         """Total duration of the passes planned so far, in ns."""
         self._sync()

@@ -61,6 +61,8 @@ class KVCache:
         ref: reference count per block, for the touched blocks at least.
         key: key per block (``0`` = none), for the touched blocks at least.
         free_count: blocks in the free queue.
+        min_free: the fewest blocks the free queue ever held (``num_blocks - min_free`` is the
+            peak of blocks referenced at once).
         cache: key -> its earliest-registered cached copy (the one lookups hit).
         twins: key -> its other cached copies, in registration order (rare: a block computed
             again while a copy is still cached).
@@ -88,6 +90,7 @@ class KVCache:
         "empty",
         "free_count",
         "key",
+        "min_free",
         "num_blocks",
         "pending_keys",
         "pending_kinds",
@@ -136,6 +139,7 @@ class KVCache:
         self._first = 0  # no run has a smaller serial
         self.eager_links = eager_links
         self.free_count = num_blocks
+        self.min_free = num_blocks
         self.cache: dict[int, int] = {}
         self.twins: dict[int, list[int]] = {}
         self.pending_kinds: list[bool] = []
@@ -275,6 +279,8 @@ class KVCache:
             return False
         if need:
             self._take(blocks, need)
+        if self.free_count < self.min_free:
+            self.min_free = self.free_count
         return True
 
     def take_one(self, blocks: list[int]) -> bool:
@@ -292,9 +298,14 @@ class KVCache:
             self.ref[b] = 1
             self.touched = b + 1
             blocks.append(b)
-            self.free_count -= 1
+            free = self.free_count - 1
+            self.free_count = free
+            if free < self.min_free:
+                self.min_free = free
             return True
         self._take(blocks, 1)
+        if self.free_count < self.min_free:
+            self.min_free = self.free_count
         return True
 
     def _unqueue(self, free: list[int]) -> None:

@@ -523,6 +523,7 @@ class MacroRun:
         first = self.scheduled
         events = self._events
         n = self._next_event
+        chunk_passes = 0
         if n < len(events) and events[n][0] < stop:
             kv = core.kv
             e = core.block_size
@@ -541,6 +542,7 @@ class MacroRun:
                     continue
                 if s is chunk:
                     # the prompt chunk: the per-pass engine's running loop, for its entry
+                    chunk_passes += 1
                     end = chunk_ends[i]
                     blocks = s.blocks
                     if end > len(blocks) * e and not kv.allocate(
@@ -575,6 +577,7 @@ class MacroRun:
             self._seqs[j].num_computed = self._c0[j] + stop
         core.passes += count
         core.busy_ns += self._busy[stop] - self._busy[first]
+        core.entries += count * len(self._batch) + chunk_passes
         self.scheduled = stop
 
     def _commit_silent(self, stop: int) -> None:

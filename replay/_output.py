@@ -507,6 +507,13 @@ def format_table(result: ReplayResult) -> str:
                 f"{_num(_pct(e.utilisation))}  ({e.completed} completed, "
                 f"{e.preemptions} preemptions)",
             )
+            if e.mean_batch_size is not None:
+                row(
+                    f"{name} batch: mean, peak running",
+                    f"{_num(e.mean_batch_size)}, {e.peak_running}",
+                )
+            if e.peak_kv_usage is not None:
+                row(f"{name} peak KV usage (%)", _num(_pct(e.peak_kv_usage)))
     title("Run")
     row("Seed", str(meta.seed))
     row("Virtual time (s)", _num(meta.virtual_duration_ms / 1000, 3))

@@ -97,11 +97,19 @@ class EngineUsage:
         index: the engine index.
         busy_ns: total virtual time spent in passes, in ns.
         passes: how many passes ran.
+        batch_entries: entries (prompt chunks and decode steps) summed over the passes.
+        peak_running: the most requests running at once.
+        peak_kv_blocks: the most KV blocks referenced at once.
+        kv_blocks: the engine's usable KV blocks (0: not known).
     """
 
     index: int
     busy_ns: int
     passes: int = 0
+    batch_entries: int = 0
+    peak_running: int = 0
+    peak_kv_blocks: int = 0
+    kv_blocks: int = 0
 
 
 @attrs.frozen
@@ -118,6 +126,11 @@ class EngineSummary:
         preemptions: preemptions of requests held by this engine (in a prefill/decode
             topology, of requests whose decode engine it is).
         completed: requests completed on this engine (their decode engine, with P/D).
+        mean_batch_size: entries per pass (a request's prompt chunk or decode step is one
+            entry), over the passes that ran (None without passes).
+        peak_running: the most requests running at once (None when not measured).
+        peak_kv_usage: the most KV blocks referenced at once, as a fraction of the engine's
+            blocks (None when not measured).
     """
 
     index: int
@@ -126,6 +139,9 @@ class EngineSummary:
     passes: int | None
     preemptions: int
     completed: int
+    mean_batch_size: float | None = None
+    peak_running: int | None = None
+    peak_kv_usage: float | None = None
 
 
 @attrs.frozen
@@ -672,6 +688,11 @@ def _engine_summaries(
                 passes=None if u is None else u.passes,
                 preemptions=preemptions,
                 completed=completed,
+                mean_batch_size=None if u is None or not u.passes else u.batch_entries / u.passes,
+                peak_running=None if u is None else u.peak_running,
+                peak_kv_usage=(
+                    None if u is None or not u.kv_blocks else u.peak_kv_blocks / u.kv_blocks
+                ),
             )
         )
     return tuple(summaries)

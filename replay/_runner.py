@@ -445,6 +445,14 @@ class RunParts:
 
     def engine_usage(self) -> tuple[EngineUsage, ...]:
         return tuple(
-            EngineUsage(index=engine.index, busy_ns=engine.busy_ns, passes=engine.passes)
+            EngineUsage(
+                index=engine.index,
+                busy_ns=engine.busy_ns,
+                passes=engine.passes,
+                batch_entries=engine.batch_entries,
+                peak_running=engine.peak_running,
+                peak_kv_blocks=engine.peak_kv_blocks,
+                kv_blocks=engine.config.num_blocks,
+            )
             for engine in self.engines
         )

@@ -43,6 +43,13 @@ def mooncake_slice(count: int) -> Workload:
     return attrs.evolve(workload, requests=workload.requests[:count])
 
 
+class _Spelled(str):
+    """A string whose repr is itself."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
 def digest(result: ReplayResult) -> str:
     h = hashlib.sha256()
     for r in result.requests:
@@ -60,7 +67,12 @@ def digest(result: ReplayResult) -> str:
             tuple(r.token_times_ms),
         )
         h.update(repr(row).encode())
-    h.update(repr(result.meta.engines).encode())
+    # the engines' busy time and passes, spelled as before the usage counters were added
+    usage = [
+        f"EngineUsage(index={u.index}, busy_ns={u.busy_ns}, passes={u.passes})"
+        for u in result.meta.engines
+    ]
+    h.update(repr(tuple(_Spelled(text) for text in usage)).encode())
     h.update(repr(sorted((result.meta.event_counts or {}).items())).encode())
     return h.hexdigest()[:16]
 
