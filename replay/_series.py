@@ -297,8 +297,8 @@ def _bin_engine(
             (
                 engine,
                 role,
-                _fmt(lo / 1e9),
-                _fmt(hi / 1e9),
+                _seconds(lo),
+                _seconds(hi),
                 _fmt(queue[b]),
                 int(waiting[first : last + 1].max()),
                 _fmt(running_time[b] / span[b]),
@@ -309,6 +309,12 @@ def _bin_engine(
             )
         )
     return rows
+
+
+def _seconds(time_ns: float) -> str:
+    """Seconds from nanoseconds, to the microsecond, trailing zeros dropped."""
+    text = f"{time_ns / 1e9:.6f}".rstrip("0").rstrip(".")
+    return text or "0"
 
 
 def _fmt(value: float) -> str:
