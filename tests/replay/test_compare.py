@@ -75,7 +75,14 @@ def test_csv_and_json_hold_the_same_figures(
     a, b = runs
     assert main(["compare", str(a), str(b), "--format", "csv"]) == 0
     rows = list(csv.reader(io.StringIO(capsys.readouterr().out)))
-    assert rows[0] == ["metric", "key", "round_robin", "kv_aware", "kv_aware diff", "kv_aware diff %"]
+    assert rows[0] == [
+        "metric",
+        "key",
+        "round_robin",
+        "kv_aware",
+        "kv_aware diff",
+        "kv_aware diff %",
+    ]
     assert main(["compare", str(a), str(b), "--format", "json"]) == 0
     table = json.loads(capsys.readouterr().out)
     assert table["schema"] == "simclock.compare"

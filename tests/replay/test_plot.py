@@ -45,7 +45,9 @@ def test_two_runs_give_every_figure_in_both_formats_and_a_report(
     rr, kv = runs
     result = plot([rr, kv], tmp_path)
     names = sorted(p.name for p in tmp_path.iterdir())
-    expected = [f"{n}.{fmt}" for n in (*RUN_FIGURES, "engines_round_robin") for fmt in ("png", "svg")]
+    expected = [
+        f"{n}.{fmt}" for n in (*RUN_FIGURES, "engines_round_robin") for fmt in ("png", "svg")
+    ]
     assert names == sorted([*expected, "report.html"])
     assert sorted(p.name for p in result.files) == names
     assert result.notes == (
@@ -83,10 +85,7 @@ def test_the_same_inputs_give_the_same_bytes_in_another_process(
     runs: tuple[Path, Path], tmp_path: Path
 ) -> None:
     plot(list(runs), tmp_path / "here")
-    code = (
-        "import sys; from replay import plot; "
-        "plot(sys.argv[1:3], sys.argv[3])"
-    )
+    code = "import sys; from replay import plot; plot(sys.argv[1:3], sys.argv[3])"
     env = {**os.environ, "PYTHONHASHSEED": "123"}
     subprocess.run(
         [sys.executable, "-c", code, str(runs[0]), str(runs[1]), str(tmp_path / "there")],

@@ -154,6 +154,8 @@ def test_a_malformed_series_file_is_named_with_its_line(tmp_path: Path) -> None:
     with pytest.raises(SeriesError, match=r"engines.csv:1: missing column 'start_s'"):
         read_series(path)
     header = ",".join(SERIES_COLUMNS)
-    path.write_text(f"{header}\n0,aggregated,0,1,0,0,1,1,0.5,0.5,1\n0,aggregated,1,2,x,0,1,1,0,0,1\n")
+    path.write_text(
+        f"{header}\n0,aggregated,0,1,0,0,1,1,0.5,0.5,1\n0,aggregated,1,2,x,0,1,1,0,0,1\n"
+    )
     with pytest.raises(SeriesError, match=r"engines.csv:3: queue_depth: not a number: 'x'"):
         read_series(path)
