@@ -3,16 +3,20 @@ same inputs give the same bytes, sweeps, and the one-line errors."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
 from xml.etree import ElementTree
 
+import matplotlib.figure
 import pytest
 
 from replay import PlotExtraMissing, plot, plot_sweep
 from replay._cli import main
+from replay._plot import _sweep_figure
+from replay._plot_data import load_sweep
 
 from .plot_runs import make_sweep, replay_to
 
@@ -33,6 +37,14 @@ def sweep(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return make_sweep(tmp_path_factory.mktemp("sweep"))
 
 
+@pytest.fixture(scope="module")
+def plotted(runs: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Both runs plotted in both formats, with the report."""
+    out = tmp_path_factory.mktemp("plotted")
+    plot(list(runs), out)
+    return out
+
+
 def _texts(svg: Path) -> list[str]:
     """Every text of an SVG figure (labels, ticks, legend, title)."""
     root = ElementTree.fromstring(svg.read_bytes())
@@ -40,11 +52,11 @@ def _texts(svg: Path) -> list[str]:
 
 
 def test_two_runs_give_every_figure_in_both_formats_and_a_report(
-    runs: tuple[Path, Path], tmp_path: Path
+    runs: tuple[Path, Path], plotted: Path
 ) -> None:
     rr, kv = runs
-    result = plot([rr, kv], tmp_path)
-    names = sorted(p.name for p in tmp_path.iterdir())
+    result = plot([rr, kv], plotted)  # again, over the same directory
+    names = sorted(p.name for p in plotted.iterdir())
     expected = [
         f"{n}.{fmt}" for n in (*RUN_FIGURES, "engines_round_robin") for fmt in ("png", "svg")
     ]
@@ -54,20 +66,19 @@ def test_two_runs_give_every_figure_in_both_formats_and_a_report(
         f"engines_kv_aware: {kv} has no engines.csv (replay with --series or --plots to record "
         "queue depth, batch size, KV usage and utilisation per engine)",
     )
-    assert (tmp_path / "ttft_cdf.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+    assert (plotted / "ttft_cdf.png").read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
 
 
-def test_the_figures_name_their_axes_and_runs(runs: tuple[Path, Path], tmp_path: Path) -> None:
-    plot(list(runs), tmp_path, formats=["svg"])
-    ttft = _texts(tmp_path / "ttft_cdf.svg")
+def test_the_figures_name_their_axes_and_runs(plotted: Path) -> None:
+    ttft = _texts(plotted / "ttft_cdf.svg")
     for text in ("TTFT CDF", "TTFT (ms)", "share of requests", "round_robin", "kv_aware"):
         assert text in ttft
-    assert "TPOT (ms)" in _texts(tmp_path / "tpot_cdf.svg")
-    assert "E2E latency (ms)" in _texts(tmp_path / "e2e_cdf.svg")
-    throughput = _texts(tmp_path / "throughput.svg")
+    assert "TPOT (ms)" in _texts(plotted / "tpot_cdf.svg")
+    assert "E2E latency (ms)" in _texts(plotted / "e2e_cdf.svg")
+    throughput = _texts(plotted / "throughput.svg")
     for text in ("output tokens/s", "completed req/s", "virtual time (s)"):
         assert text in throughput
-    engines = _texts(tmp_path / "engines_round_robin.svg")
+    engines = _texts(plotted / "engines_round_robin.svg")
     for text in (
         "queue depth",
         "batch size",
@@ -78,13 +89,11 @@ def test_the_figures_name_their_axes_and_runs(runs: tuple[Path, Path], tmp_path:
         "Engines over virtual time: round_robin",
     ):
         assert text in engines
-    assert not (tmp_path / "ttft_cdf.png").exists()
 
 
 def test_the_same_inputs_give_the_same_bytes_in_another_process(
-    runs: tuple[Path, Path], tmp_path: Path
+    runs: tuple[Path, Path], plotted: Path, tmp_path: Path
 ) -> None:
-    plot(list(runs), tmp_path / "here")
     code = "import sys; from replay import plot; plot(sys.argv[1:3], sys.argv[3])"
     env = {**os.environ, "PYTHONHASHSEED": "123"}
     subprocess.run(
@@ -92,19 +101,16 @@ def test_the_same_inputs_give_the_same_bytes_in_another_process(
         check=True,
         env=env,
     )
-    here = sorted((tmp_path / "here").iterdir())
+    here = sorted(plotted.iterdir())
     assert [p.name for p in here] == sorted(p.name for p in (tmp_path / "there").iterdir())
     for path in here:
         assert path.read_bytes() == (tmp_path / "there" / path.name).read_bytes(), path.name
-    svg = (tmp_path / "here" / "ttft_cdf.svg").read_text(encoding="utf-8")
+    svg = (plotted / "ttft_cdf.svg").read_text(encoding="utf-8")
     assert "<dc:date>" not in svg
 
 
-def test_the_report_is_one_page_with_the_figures_and_the_table(
-    runs: tuple[Path, Path], tmp_path: Path
-) -> None:
-    plot(list(runs), tmp_path)
-    page = (tmp_path / "report.html").read_text(encoding="utf-8")
+def test_the_report_is_one_page_with_the_figures_and_the_table(plotted: Path) -> None:
+    page = (plotted / "report.html").read_text(encoding="utf-8")
     assert page.startswith("<!DOCTYPE html>")
     assert page.count("<svg") == len(RUN_FIGURES) + 1
     assert "P99 TTFT (ms)" in page and "kv_aware vs round_robin" in page
@@ -113,7 +119,7 @@ def test_the_report_is_one_page_with_the_figures_and_the_table(
 
 
 def test_plot_of_one_directory_writes_into_its_plots_directory(
-    runs: tuple[Path, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = replay_to(tmp_path / "run", extra=["--series"])
     assert main(["plot", str(out), "--format", "svg", "--no-report"]) == 0
@@ -153,10 +159,7 @@ def test_a_sweep_gives_a_metric_against_the_swept_key_per_policy(
     assert "r005-policy=kv_aware-workers=1-seed=1" in page and "failed" in page
 
 
-def test_the_sweep_lines_are_the_seed_means(sweep: Path, tmp_path: Path) -> None:
-    import json
-
-    plot_sweep(sweep, tmp_path, formats=["svg"], metrics=["request_throughput"], report=False)
+def test_the_sweep_lines_are_the_seed_means(sweep: Path) -> None:
     table = json.loads((sweep / "sweep.json").read_text(encoding="utf-8"))
     values = [
         r["metrics"]["request_throughput"]
@@ -165,12 +168,7 @@ def test_the_sweep_lines_are_the_seed_means(sweep: Path, tmp_path: Path) -> None
     ]
     assert len(values) == 2
     # the mean of the two seeds is what the round_robin line passes through at workers=2
-    from replay._plot import _sweep_figure
-    from replay._plot_data import load_sweep
-
     draw = _sweep_figure(load_sweep(sweep), "request_throughput")
-    import matplotlib.figure
-
     figure = matplotlib.figure.Figure()
     draw(figure)
     lines = {line.get_label(): line for line in figure.axes[0].get_lines()}
