@@ -9,6 +9,9 @@ registries) is :mod:`replay.config`.
 
 from __future__ import annotations
 
+from ._compare import CompareRow as CompareRow
+from ._compare import Comparison as Comparison
+from ._compare import compare as compare
 from ._exceptions import ReplayError as ReplayError
 from ._exceptions import ReplayFailedError as ReplayFailedError
 from ._exceptions import ReplayInterrupted as ReplayInterrupted
@@ -42,6 +45,11 @@ from ._pd_topology import KVLink as KVLink
 from ._pd_topology import PDConfigError as PDConfigError
 from ._pd_topology import PlacementOrder as PlacementOrder
 from ._pd_topology import TransferMode as TransferMode
+from ._plot import PlotExtraMissing as PlotExtraMissing
+from ._plot import PlotResult as PlotResult
+from ._plot import plot as plot
+from ._plot import plot_sweep as plot_sweep
+from ._plot_data import RunDataError as RunDataError
 from ._prepare import PreparedWorkload as PreparedWorkload
 from ._prepare import normalize_block_ids as normalize_block_ids
 from ._prepare import prepare as prepare
@@ -72,6 +80,11 @@ from ._run import RunOptions as RunOptions
 from ._run import run as run
 from ._runner import SEED_STREAMS as SEED_STREAMS
 from ._runner import RunJournal as RunJournal
+from ._series import SERIES_FILE as SERIES_FILE
+from ._series import EngineSeries as EngineSeries
+from ._series import SeriesError as SeriesError
+from ._series import SeriesRecorder as SeriesRecorder
+from ._series import read_series as read_series
 from ._session import ReplaySession as ReplaySession
 from ._session_state import Breakpoint as Breakpoint
 from ._session_state import EngineState as EngineState
@@ -99,15 +112,19 @@ __all__ = (
     "PLAY_OUTCOMES",
     "SCHEMA_VERSION",
     "SEED_STREAMS",
+    "SERIES_FILE",
     "SLO",
     "TERMINAL_STATUSES",
     "TRANSFER_MODES",
     "AdmissionRecord",
     "Aggregated",
     "Breakpoint",
+    "CompareRow",
+    "Comparison",
     "Disaggregated",
     "Distribution",
     "EngineCounters",
+    "EngineSeries",
     "EngineState",
     "EngineSummary",
     "EngineUsage",
@@ -122,6 +139,8 @@ __all__ = (
     "PDRuntime",
     "PlacementOrder",
     "PlaySummary",
+    "PlotExtraMissing",
+    "PlotResult",
     "PolicyState",
     "PreparedWorkload",
     "Progress",
@@ -135,11 +154,14 @@ __all__ = (
     "RequestRecord",
     "RequestState",
     "Run",
+    "RunDataError",
     "RunJournal",
     "RunMeta",
     "RunOptions",
     "Runtime",
     "SLOError",
+    "SeriesError",
+    "SeriesRecorder",
     "Stop",
     "Summary",
     "TerminalStatus",
@@ -150,6 +172,7 @@ __all__ = (
     "Topology",
     "TransferMode",
     "WorkloadValidationError",
+    "compare",
     "config_json",
     "describe_event",
     "finalize",
@@ -163,7 +186,10 @@ __all__ = (
     "normalize_block_ids",
     "pd_phases",
     "pd_topology_from_options",
+    "plot",
+    "plot_sweep",
     "prepare",
+    "read_series",
     "request_json",
     "run",
     "summary_json",

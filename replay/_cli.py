@@ -43,6 +43,13 @@ from ._cli_debug import (
     run_observed,
     write_timeline,
 )
+from ._cli_plot import (
+    add_compare_parser,
+    add_plot_parser,
+    add_series_flags,
+    series_from_args,
+    write_series_and_plots,
+)
 from ._config import (
     POLICIES,
     READER_KEYS,
@@ -70,9 +77,11 @@ from ._output import (
     write_outputs,
 )
 from ._pd_options import pd_from_config
+from ._plot import PlotExtraMissing
 from ._report import ReplayResult
 from ._run import run
 from ._runner import SEED_STREAMS
+from ._series import SERIES_FILE
 from ._timeline import Timeline
 from ._topology import Aggregated, Topology
 
@@ -217,12 +226,15 @@ def build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--quiet", action="store_true", help="do not print the report table")
     _add_workload_flags(replay)
     add_debug_flags(replay)
+    add_series_flags(replay)
     replay.set_defaults(handler=_replay, parser=replay)
     inspect = add_inspect_parser(
         cast("argparse._SubParsersAction[argparse.ArgumentParser]", commands)
     )
     inspect.set_defaults(parser=inspect)
     add_datasets_parser(cast("argparse._SubParsersAction[argparse.ArgumentParser]", commands))
+    add_plot_parser(cast("argparse._SubParsersAction[argparse.ArgumentParser]", commands))
+    add_compare_parser(cast("argparse._SubParsersAction[argparse.ArgumentParser]", commands))
     return parser
 
 
@@ -300,6 +312,10 @@ def _replay(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
     overrides["trace"] = args.trace
     overrides["workload"] = {key: getattr(args, key) for key in WORKLOAD_FLAGS}
     config = resolve_config(file_values, overrides, source=source)
+    try:
+        series = series_from_args(args, output_dir=config.output_dir)
+    except PlotExtraMissing as exc:
+        raise UsageError(f"simclock replay: error: {exc}") from None
     # Before anything is read or run: an unusable output location must not cost a run.
     if config.export and config.output_dir is None:
         raise ConfigError(f"{config.origin('export')}: needs --output-dir (or output_dir)")
@@ -309,7 +325,11 @@ def _replay(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
         )
     check_destinations(
         output_dir=config.output_dir,
-        output_files=OUTPUT_FILES + export_files(config.export),
+        output_files=(
+            *OUTPUT_FILES,
+            *export_files(config.export),
+            *(() if series is None else (SERIES_FILE,)),
+        ),
         timeline=options.timeline_path,
     )
     workload = _read_workload(config)
@@ -341,6 +361,7 @@ def _replay(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
         if config.output_dir is None
         else RequestLog.open(config.output_dir, token_times=config.token_times)
     )
+    extra: dict[str, Any] = {} if series is None else {"series": series}
     with log if log is not None else contextlib.nullcontext():
         status = EXIT_OK
         failure: str | None = None
@@ -358,6 +379,7 @@ def _replay(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
                 config=config.as_json(),
                 stepping=config.stepping,
                 request_log=log,
+                **extra,
             )
         except ReplayFailedError as exc:
             result = exc.result
@@ -381,6 +403,13 @@ def _replay(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
                 )
             if timelines and options.timeline_path is not None:
                 write_timeline(timelines[0], options.timeline_path)
+            if series is not None and config.output_dir is not None:
+                write_series_and_plots(
+                    series,
+                    config.output_dir,
+                    end_ns=round(result.meta.virtual_duration_ms * 1_000_000),
+                    plots=args.plots,
+                )
         except KeyboardInterrupt:
             # The run was over: name the virtual time it reached.
             raise ReplayInterrupted(round(result.meta.virtual_duration_ms * 1_000_000)) from None

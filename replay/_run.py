@@ -36,6 +36,7 @@ from ._runner import (
     Stepping,
     TokenizerStageLike,
 )
+from ._series import SeriesRecorder
 from ._stream import RecordStream
 from ._topology import Runtime, Topology
 
@@ -74,6 +75,9 @@ class RunOptions(TypedDict, total=False):
             (memory stays proportional to the requests in flight); the result's
             ``requests`` is then empty and its summary the same. Write the report with
             ``write_outputs(result, ..., request_log=request_log)``.
+        series: record per-engine queue depth, batch size, KV usage and utilisation into
+            this :class:`replay.SeriesRecorder` (``recorder.write(output_dir)`` writes
+            ``engines.csv``); the report is the same with or without it.
     """
 
     topology: Required[Topology]
@@ -87,6 +91,7 @@ class RunOptions(TypedDict, total=False):
     config: Mapping[str, object] | None
     stepping: Stepping
     request_log: RequestLog | None
+    series: SeriesRecorder | None
 
 
 _RUN_OPTIONS = frozenset(RunOptions.__annotations__)
@@ -394,7 +399,7 @@ def run(workload: Workload, **options: Unpack[RunOptions]) -> ReplayResult:
         workload: the requests to replay (checked by :func:`replay.prepare`).
         **options: the run spec (:class:`replay.RunOptions`): ``topology`` and ``policy``
             (required), ``seed``, ``slo``, ``tokenizer``, ``load``, ``max_virtual_time_s``,
-            ``keep_events``, ``config``, ``stepping``, ``request_log``.
+            ``keep_events``, ``config``, ``stepping``, ``request_log``, ``series``.
 
     Returns:
         The :class:`replay.ReplayResult`.
@@ -552,6 +557,7 @@ def setup(
         stepping=stepping,
         stream=stream,
         slo=None if slo is None or slo.is_empty else slo,
+        series=options.get("series"),
     )
     echo: dict[str, Any] = {
         "seed": seed,

@@ -39,6 +39,7 @@ from ._metrics import SLO
 from ._prepare import PreparedWorkload
 from ._records import build_record
 from ._report import EngineUsage
+from ._series import SeriesRecorder
 from ._stream import RecordStream
 from ._topology import Runtime, Topology
 from ._watch import NO_PROGRESS_S, NO_PROGRESS_WAKEUPS, ProgressWatch
@@ -143,6 +144,7 @@ class RunParts:
     load: LoadMode = attrs.field(factory=LoadMode, kw_only=True)
     stream: RecordStream | None = attrs.field(default=None, kw_only=True)
     slo: SLO | None = attrs.field(default=None, kw_only=True)
+    series: SeriesRecorder | None = attrs.field(default=None, kw_only=True)
     journal: RunJournal = attrs.field(init=False)
     engines: tuple[Engine, ...] = attrs.field(init=False)
     runtime: Runtime = attrs.field(init=False)
@@ -214,6 +216,8 @@ class RunParts:
         )
         if self.tokenizer is not None and self.tokenizer.enabled:
             self._pool = self.tokenizer.pool()
+        if self.series is not None:
+            self.series.attach(self.journal, [engine.view for engine in self.engines])
 
     async def main(self) -> None:
         loop = asyncio.get_running_loop()
