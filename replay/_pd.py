@@ -107,8 +107,8 @@ class _PoolEngine:
     def view(self) -> EngineView:
         return self._view
 
-    def offer(self, request: Request) -> Tentative | Rejection:
-        return self.engine.offer(request)
+    def offer(self, request: Request, *, estimate: bool = False) -> Tentative | Rejection:
+        return self.engine.offer(request, estimate=estimate)
 
     def commit(self, tentative: Tentative) -> None:
         self.engine.commit(tentative)
@@ -140,8 +140,8 @@ class _PairedEngine(_PoolEngine):
             raise simclock.InternalError("paired engine without a P/D runtime")
         return self.owner
 
-    def offer(self, request: Request) -> Tentative | Rejection:
-        answer = self.engine.offer(request)
+    def offer(self, request: Request, *, estimate: bool = False) -> Tentative | Rejection:
+        answer = self.engine.offer(request, estimate=estimate)
         if isinstance(answer, Rejection):
             return answer
         owner = self._runtime()
