@@ -405,6 +405,18 @@ class PolicyContext:
         cap = (request.input_length - 1) // size
         return min(blocks, cap) * size
 
+    def expected_prefix_overlap_tokens(self, request: Request, engine: int) -> int:
+        """Return how many prompt tokens of ``request`` engine ``engine`` holds cached now or
+        will hold once the requests placed there (and its open offers) compute their prompts
+        (``EngineView.expected_prefix_overlap``): no lag within an instant, unlike
+        :meth:`prefix_overlap_tokens`. At most ``input_length - 1``.
+        """
+        view = self._runtime.view(engine)
+        size = view.block_size
+        blocks = view.expected_prefix_overlap(self.block_keys(request, size))
+        cap = (request.input_length - 1) // size
+        return min(blocks, cap) * size
+
     def now_ns(self) -> int:
         """Return the current virtual time in integer nanoseconds."""
         return simclock.now_ns()

@@ -42,7 +42,8 @@ class Deliberate(BasePolicy):
         async with ctx.offer(request, best[1]) as offer:
             t = offer.tentative
             if t is not None:
-                self.seen.append(("offer", ctx.now_ns(), t.hit_tokens, t.queue_position, t.estimate))
+                seen = ("offer", ctx.now_ns(), t.hit_tokens, t.queue_position, t.estimate)
+                self.seen.append(seen)
                 await ctx.sleep_ms(float(len(request.id) % 3) * 4.0)
                 if offer.state == "open":
                     await offer.commit()
