@@ -432,7 +432,9 @@ class Engine:
         if self._closed:
             raise EngineClosedError(f"engine {self.index} is closed")
 
-    def offer(self, request: Request, *, estimate: bool = False) -> Tentative | Rejection:
+    def offer(
+        self, request: Request, *, estimate: bool = False, inform: bool = True
+    ) -> Tentative | Rejection:
         """Offer ``request`` to this engine (phase one of the dispatch handshake).
 
         Checks the §4.8 rejection rules. A tentative placement reports the prefix hit the
@@ -445,6 +447,10 @@ class Engine:
             request: the request; its ``hash_ids`` must cover its prompt.
             estimate: also estimate its admission and first token (:meth:`EngineView.estimate`;
                 costs a replay of the queue, so only when asked).
+            inform: False when the caller commits or aborts the offer at once, before anything
+                else runs (a dispatch with no latency): the tentative then reports no hit and
+                pins nothing (nothing can be evicted before the commit), and costs nothing more
+                than the admission checks.
 
         Returns:
             A :class:`Tentative` to commit or abort, or a :class:`Rejection`.
@@ -479,6 +485,10 @@ class Engine:
         self.journal.mark(now, EventKind.OFFERED, rid, self.index, _TENTATIVE)
         self._serial += 1
         serial = self._serial
+        if not inform:
+            tentative = Tentative(self.index, request, serial, made_ns=now)
+            self._offers[serial] = tentative
+            return tentative
         self._sync()
         core = self._core
         hit_keys = self._hit_keys(request)
@@ -637,7 +647,7 @@ class Engine:
         Returns:
             The committed :class:`Tentative`, or the recorded :class:`Rejection`.
         """
-        answer = self.offer(request)
+        answer = self.offer(request, inform=False)
         if isinstance(answer, Rejection):
             self.reject(answer)
         else:

@@ -91,9 +91,12 @@ class EngineHandle(Protocol):
         """The engine's read-only view."""
         ...
 
-    def offer(self, request: Request, *, estimate: bool = False) -> Tentative | Rejection:
+    def offer(
+        self, request: Request, *, estimate: bool = False, inform: bool = True
+    ) -> Tentative | Rejection:
         """Check admission of ``request``; return a tentative placement or a rejection
-        (with ``estimate``, the tentative carries the engine's admission estimate)."""
+        (with ``estimate``, the tentative carries the engine's admission estimate; without
+        ``inform``, the caller commits or aborts at once and the tentative reports nothing)."""
         ...
 
     def commit(self, tentative: Tentative) -> None:
@@ -286,6 +289,7 @@ class Offer:
     _tentative: Tentative | None = attrs.field(default=None, init=False)
     _placement: Placement | None = attrs.field(default=None, init=False)
     _estimate: bool = attrs.field(default=True, init=False)
+    _at_once: bool = attrs.field(default=False, init=False)
     _expiry: asyncio.Task[None] | None = attrs.field(default=None, init=False)
 
     @property
@@ -535,7 +539,9 @@ class PolicyContext:
                     await offer.commit()
             return offer.placement
         # ``async with self.offer(...)`` and ``await offer.commit()``, without the three
-        # coroutines: none of them ever suspends.
+        # coroutines: none of them ever suspends, so the commit (or the abort of a failed
+        # one) follows the offer at once: the engine need not inform it.
+        offer._at_once = True
         runtime._offer(offer)
         if offer._state == "open":
             try:
@@ -814,6 +820,8 @@ class PolicyRuntime:
         """The engine's answer to ``offer`` (with an estimate when the policy sees it)."""
         if offer._estimate:
             return engine.offer(offer.request, estimate=True)
+        if offer._at_once:
+            return engine.offer(offer.request, inform=False)
         return engine.offer(offer.request)
 
     def _offer(self, offer: Offer) -> None:
