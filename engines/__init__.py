@@ -21,6 +21,9 @@ from ._engine import KVEvent as KVEvent
 from ._engine import Rejection as Rejection
 from ._engine import Reservation as Reservation
 from ._engine import Tentative as Tentative
+from ._estimates import MAX_ESTIMATE_PASSES as MAX_ESTIMATE_PASSES
+from ._estimates import PassInFlight as PassInFlight
+from ._estimates import PlacementEstimate as PlacementEstimate
 from ._exceptions import EngineClosedError as EngineClosedError
 from ._exceptions import EngineConfigError as EngineConfigError
 from ._exceptions import EngineError as EngineError
@@ -61,6 +64,7 @@ from ._vllm import VLLMScheduler as VLLMScheduler
 __all__ = (
     "DEFAULT_CONTEXT_LENGTH",
     "GPUS",
+    "MAX_ESTIMATE_PASSES",
     "MODELS",
     "SCHEDULERS",
     "Admission",
@@ -88,8 +92,10 @@ __all__ = (
     "LinearTiming",
     "ModelArch",
     "Pass",
+    "PassInFlight",
     "PassShape",
     "PassTimingError",
+    "PlacementEstimate",
     "PolynomialTiming",
     "Rejection",
     "RequestTrace",

@@ -18,6 +18,7 @@ from loadgen import Request
 
 from ._config import EngineConfig
 from ._core import EngineCore, Pass
+from ._estimates import PassInFlight, PlacementEstimate, estimate_placement, pass_in_flight
 from ._exceptions import (
     EngineClosedError,
     EngineError,
@@ -25,7 +26,7 @@ from ._exceptions import (
     InvalidRequestError,
 )
 from ._journal import EventKind, Journal, LifecycleEvent
-from ._keys import BlockKeyer
+from ._keys import BlockKeyer, blocks_per_id, prompt_contents
 from ._macro import PLAN_PASSES, MacroRun
 from ._pass import Role, TimingModel
 
@@ -47,15 +48,55 @@ _TENTATIVE: tuple[tuple[str, object], ...] = (("outcome", "tentative"),)
 class Tentative:
     """An open offer: the engine accepted ``request`` tentatively; commit or abort it.
 
+    It says what the engine would do with the request. ``hit_tokens`` is a promise: the
+    prefix blocks behind it are pinned by the offer (a reference the offer holds, taken at the
+    engine's next schedule point, the only moments blocks are evicted), so they stay cached
+    until the offer is committed, aborted or expires. On commit the blocks are released to
+    the request's own admission: it waits in the queue like any other and looks its prefix up
+    when admitted (§4.3), so a request queued ahead of it may still evict them (holding them
+    for a queued request could block the queue's head for ever). The queue
+    position and the estimate are read from the state at the offer (see
+    :meth:`EngineView.estimate`), not promised.
+
     Attributes:
         engine: the index of the engine that made the offer.
         request: the request offered.
         serial: the offer's number on that engine (unique per engine).
+        hit_tokens: prompt tokens the engine holds cached for the request now, capped as in
+            its admission lookup (``(P - 1) // E`` blocks; ``P // E`` on a decode engine).
+        queue_position: requests in the engine's waiting queue (and reservation queue) ahead
+            of it; open offers are not counted.
+        made_ns: the instant of the offer.
+        estimate: the engine's estimate of its admission and first token, when asked for
+            (``Engine.offer(..., estimate=True)``); None otherwise or when there is none.
     """
 
     engine: int
     request: Request
     serial: int
+    hit_tokens: int = 0
+    queue_position: int = 0
+    made_ns: int = 0
+    estimate: PlacementEstimate | None = None
+
+    @property
+    def admission_ns(self) -> int | None:
+        """The estimated admission instant (None without an estimate)."""
+        return None if self.estimate is None else self.estimate.admission_ns
+
+    @property
+    def first_token_ns(self) -> int | None:
+        """The estimated first-token instant (None without an estimate)."""
+        return None if self.estimate is None else self.estimate.first_token_ns
+
+
+@attrs.define(eq=False)
+class _Hold:
+    """The prefix an open offer promised: its hit keys, and the blocks it pins once the
+    engine reached a schedule point (``None`` before)."""
+
+    keys: list[int]
+    blocks: list[int] | None = None
 
 
 @attrs.frozen
@@ -141,6 +182,7 @@ class EngineSnapshot:
         prefill_outstanding: as in :class:`EngineView`.
         decode_outstanding: as in :class:`EngineView`.
         in_pass: whether a pass is in flight.
+        pinned: ``(offer serial, blocks)`` of every open offer pinning blocks.
     """
 
     waiting: tuple[str, ...]
@@ -156,6 +198,7 @@ class EngineSnapshot:
     prefill_outstanding: int
     decode_outstanding: int
     in_pass: bool
+    pinned: tuple[tuple[int, tuple[int, ...]], ...] = ()
 
 
 KVCallback = Callable[[KVEvent], object]
@@ -194,6 +237,8 @@ class Engine:
     macro_stepping: bool = attrs.field(default=True, kw_only=True)
     _core: EngineCore = attrs.field(init=False, repr=False)
     _offers: dict[int, Tentative] = attrs.field(factory=dict, init=False, repr=False)
+    _holds: dict[int, _Hold] = attrs.field(factory=dict, init=False, repr=False)
+    _pins_due: bool = attrs.field(default=False, init=False, repr=False)
     _serial: int = attrs.field(default=0, init=False, repr=False)
     _closed: bool = attrs.field(default=False, init=False, repr=False)
     _started: bool = attrs.field(default=False, init=False, repr=False)
@@ -232,6 +277,8 @@ class Engine:
         yield core.kv.pending_keys
         for s in core.seqs.values():
             yield s.keys
+        for hold in self._holds.values():
+            yield hold.keys
 
     # -- read-only surface -------------------------------------------------------------------
 
@@ -313,6 +360,30 @@ class Engine:
             return run.ends[run.committed]
         return None
 
+    def _plan_in_flight(self) -> Pass | None:
+        """The pass in flight with its entries and columns (after :meth:`_sync`), or None."""
+        self._sync()
+        if self._pass is not None:
+            return self._pass
+        run = self._run
+        return None if run is None else run.pass_in_flight()
+
+    def _estimate(
+        self, prompt: int, output: int, cached: int, behind_queue: bool
+    ) -> PlacementEstimate | None:
+        """:func:`~engines._estimates.estimate_placement` from the engine's state now."""
+        plan = self._plan_in_flight()
+        target = max(0, min(output, self.config.context_length - prompt))
+        return estimate_placement(
+            self._core,
+            simclock.now_ns(),
+            None if plan is None else plan.end_ns,
+            prompt,
+            target,
+            cached,
+            behind_queue=behind_queue,
+        )
+
     def step_per_pass(self) -> None:
         """Take one deadline per pass from now on (``macro_stepping`` off): a run in
         progress ends at the next pass start, as when an input reaches the engine."""
@@ -367,6 +438,11 @@ class Engine:
             prefill_outstanding=core.prefill_outstanding,
             decode_outstanding=core.decode_outstanding,
             in_pass=self._in_pass(),
+            pinned=tuple(
+                (serial, tuple(hold.blocks))
+                for serial, hold in self._holds.items()
+                if hold.blocks is not None
+            ),
         )
 
     # -- handshake ---------------------------------------------------------------------------
@@ -375,16 +451,25 @@ class Engine:
         if self._closed:
             raise EngineClosedError(f"engine {self.index} is closed")
 
-    def offer(self, request: Request) -> Tentative | Rejection:
+    def offer(
+        self, request: Request, *, estimate: bool = False, inform: bool = True
+    ) -> Tentative | Rejection:
         """Offer ``request`` to this engine (phase one of the dispatch handshake).
 
-        Checks the §4.8 rejection rules; reserves nothing. Records ``OFFERED`` (detail
-        ``outcome``: ``"tentative"`` or the rejection reason). A rejection records nothing
-        else: the caller decides whether the request is rejected for good
-        (:meth:`reject`) or tried elsewhere.
+        Checks the §4.8 rejection rules. A tentative placement reports the prefix hit the
+        request has here and pins those blocks until it ends (:class:`Tentative`); nothing
+        else is reserved. Records ``OFFERED`` (detail ``outcome``: ``"tentative"`` or the
+        rejection reason). A rejection records nothing else: the caller decides whether the
+        request is rejected for good (:meth:`reject`) or tried elsewhere.
 
         Args:
             request: the request; its ``hash_ids`` must cover its prompt.
+            estimate: also estimate its admission and first token (:meth:`EngineView.estimate`;
+                costs a replay of the queue, so only when asked).
+            inform: False when the caller commits or aborts the offer at once, before anything
+                else runs (a dispatch with no latency): the tentative then reports no hit and
+                pins nothing (nothing can be evicted before the commit), and costs nothing more
+                than the admission checks.
 
         Returns:
             A :class:`Tentative` to commit or abort, or a :class:`Rejection`.
@@ -418,9 +503,88 @@ class Engine:
             return Rejection(self.index, rid, reason, message)
         self.journal.mark(now, EventKind.OFFERED, rid, self.index, _TENTATIVE)
         self._serial += 1
-        tentative = Tentative(self.index, request, self._serial)
-        self._offers[tentative.serial] = tentative
+        serial = self._serial
+        if not inform:
+            tentative = Tentative(self.index, request, serial, made_ns=now)
+            self._offers[serial] = tentative
+            return tentative
+        self._sync()
+        core = self._core
+        hit_keys = self._hit_keys(request)
+        hit_tokens = len(hit_keys) * self.config.block_size
+        queue_position = len(core.waiting) + len(core.reservations)
+        guess = None
+        if estimate:
+            guess = self.view.estimate(
+                request.input_length,
+                output_length=request.output_length,
+                cached_tokens=hit_tokens,
+            )
+        tentative = Tentative(self.index, request, serial, hit_tokens, queue_position, now, guess)
+        self._offers[serial] = tentative
+        if hit_keys:
+            self._holds[serial] = _Hold(hit_keys)
+            self._pins_due = True
+            if self._run is not None:
+                # the pin takes effect at the next pass start, where the run now ends
+                self._split()
         return tentative
+
+    def _known_keys(self, request: Request, limit: int) -> list[int]:
+        """The keys of ``request``'s first ``limit`` prompt blocks that were ever interned
+        (a key never interned is cached nowhere); interns nothing."""
+        e = self.config.block_size
+        memo = self.keyer.cached_block_keys(request, e)
+        if memo is not None:
+            return list(memo[:limit])
+        keys: list[int] = []
+        contents = prompt_contents(
+            request.hash_ids.tolist(), request.block_size, request.input_length, e
+        )
+        self.keyer.known(
+            keys, contents, min(limit, len(contents)), blocks_per_id(request.block_size, e)
+        )
+        return keys
+
+    def _hit_keys(self, request: Request) -> list[int]:
+        """The keys of the prompt blocks ``request`` finds cached here now (its lookup)."""
+        if not self.config.enable_prefix_caching:
+            return []
+        e = self.config.block_size
+        p = request.input_length
+        limit = p // e if self.config.role == "decode" else (p - 1) // e
+        if limit <= 0:
+            return []
+        keys = self._known_keys(request, limit)
+        hits = self._core.kv.lookup_prefix(keys, len(keys))
+        return keys[: len(hits)]
+
+    def _hold_offers(self) -> None:
+        """Pin the promised prefix blocks of the open offers not pinned yet (at a schedule
+        point: nothing was evicted since their offers, so the blocks are the same)."""
+        self._pins_due = False
+        kv = self._core.kv
+        for serial, hold in self._holds.items():
+            if hold.blocks is not None:
+                continue
+            hits = kv.lookup_prefix(hold.keys, len(hold.keys))
+            if len(hits) != len(hold.keys):
+                raise simclock.InternalError(
+                    f"offer #{serial} on engine {self.index}: {len(hits)} of its "
+                    f"{len(hold.keys)} promised blocks are cached"
+                )
+            blocks: list[int] = []
+            kv.allocate(blocks, hits, 0)  # a reference held by the offer
+            hold.blocks = blocks
+
+    def _release_hold(self, serial: int) -> bool:
+        """End the pin of offer ``serial``; return whether blocks were released."""
+        hold = self._holds.pop(serial, None)
+        if hold is None or hold.blocks is None:
+            return False
+        self._sync()
+        self._core.kv.release(hold.blocks)
+        return True
 
     def _take_offer(self, tentative: Tentative) -> None:
         if tentative.engine != self.index or self._offers.get(tentative.serial) is not tentative:
@@ -446,6 +610,9 @@ class Engine:
         self._check_open()
         now = simclock.now_ns()
         self._sync()
+        # The pin ends: held for the queued request, it could block the queue's head for
+        # ever (a request ahead that needs those very blocks to be admitted).
+        self._release_hold(tentative.serial)
         core = self._core
         s = core.new_seq(tentative.request)
         if self.config.role == "decode":
@@ -469,6 +636,8 @@ class Engine:
             HandshakeError: ``tentative`` is not an open offer of this engine.
         """
         self._take_offer(tentative)
+        if self._release_hold(tentative.serial):
+            self._kick()
         self.journal.record(
             LifecycleEvent(
                 simclock.now_ns(),
@@ -497,7 +666,7 @@ class Engine:
         Returns:
             The committed :class:`Tentative`, or the recorded :class:`Rejection`.
         """
-        answer = self.offer(request)
+        answer = self.offer(request, inform=False)
         if isinstance(answer, Rejection):
             self.reject(answer)
         else:
@@ -716,10 +885,14 @@ class Engine:
             else:
                 await instant_end(priority=index, waiter=waiter)
             now = clock.time_ns()
+            if self._pins_due:
+                self._hold_offers()
             if core.reservations and self._reserve(now):
                 # a transfer may complete at the instant of its reservation (zero time):
                 # transfer completions come before the pass that starts then (§3.1)
                 await instant_end(priority=index, waiter=waiter)
+                if self._pins_due:
+                    self._hold_offers()
             if (
                 self.macro_stepping
                 and core.running
@@ -734,9 +907,7 @@ class Engine:
                         while not run.done:
                             await wait_until(run.next_wake_ns())
                             with deadline.turn():
-                                run.advance(
-                                    clock.time_ns(), include_end=True, include_start=False
-                                )
+                                run.advance(clock.time_ns(), include_end=True, include_start=False)
                     except asyncio.CancelledError:
                         # cancelled while waiting (the run is being shut down): leave the
                         # state where the per-pass engine has it. Any other exception may
@@ -895,6 +1066,109 @@ class EngineView:
         """Offers made and neither committed nor aborted yet."""
         return len(self._engine._offers)
 
+    def expected_prefix_overlap(self, block_keys: Sequence[int]) -> int:
+        """Return how many leading ``block_keys`` are cached now or will be (blocks).
+
+        Unlike :meth:`prefix_overlap`, nothing lags: a key counts when the cache holds it now
+        (blocks a pass in flight computed included), or when it is among the prompt keys of
+        a request placed here (waiting, running, held) or of an open offer, whose prompt
+        will be computed here. So a policy that places several requests at one instant sees
+        the earlier placements. It is an expectation, not a promise: a request placed here
+        may be cancelled, and cached blocks may be evicted before a new request is admitted.
+        """
+        engine = self._engine
+        engine._sync()
+        keys = list(block_keys)
+        if not keys or not engine.config.enable_prefix_caching:
+            return 0
+        first = keys[0]
+        best = 0
+        core = engine._core
+        for s in core.seqs.values():
+            if s.keys and s.keys[0] == first:
+                best = max(best, _common_prefix(keys, s.keys))
+        e = engine.config.block_size
+        for tentative in engine._offers.values():
+            request = tentative.request
+            theirs = engine._known_keys(request, request.input_length // e)
+            if theirs and theirs[0] == first:
+                best = max(best, _common_prefix(keys, theirs))
+        cache = core.kv.cache
+        n = best
+        while n < len(keys) and keys[n] in cache:
+            n += 1
+        return n
+
+    @property
+    def timing(self) -> TimingModel:
+        """The engine's timing model (a frozen value: price a :class:`PassShape` with its
+        ``pass_time_ms`` to ask what-if questions)."""
+        return self._engine.timing
+
+    @property
+    def config(self) -> EngineConfig:
+        """The engine's configuration (token budget, ``max_num_seqs``, KV blocks, ...)."""
+        return self._engine.config
+
+    @property
+    def pass_in_flight(self) -> PassInFlight | None:
+        """The pass the engine is running now (its requests, prefill and decode tokens,
+        start and end), or ``None`` when it is between passes or idle."""
+        engine = self._engine
+        plan = engine._plan_in_flight()
+        return None if plan is None else pass_in_flight(plan, engine.config.role)
+
+    def estimate(
+        self, input_length: int, *, output_length: int = 1, cached_tokens: int = 0
+    ) -> PlacementEstimate | None:
+        """Estimate, from the engine's state now, when a request placed here now would be
+        admitted and produce its first token.
+
+        Replays the engine's scheduling (REFERENCE-engine §3.2: the token budget, running
+        requests first, FCFS admission, ``max_num_seqs``, chunked prefill) from the end of the
+        pass in flight, the request last in the waiting queue, every pass priced by the
+        engine's timing model. It assumes no other request arrives or leaves early, KV
+        blocks suffice (no admission waits for blocks, nobody is preempted) and queued
+        requests hit only what is cached now; it is exact when that holds and optimistic
+        under KV pressure. On a decode engine the request's prompt KV is taken as resident.
+        Reading it changes nothing.
+
+        Args:
+            input_length: the prompt length ``P``.
+            output_length: the tokens to generate (``0``: the prompt's completion is the
+                "first token" instant).
+            cached_tokens: prompt tokens found cached here (e.g. :attr:`Tentative.hit_tokens`
+                or ``PolicyContext.prefix_overlap_tokens``); capped at whole blocks below
+                ``P``.
+
+        Returns:
+            The estimate, or ``None`` when the replay cannot place the request (nothing
+            could run, or it takes more than ``MAX_ESTIMATE_PASSES`` passes).
+        """
+        return self._engine._estimate(input_length, output_length, cached_tokens, True)
+
+    def queueing_delay_ms(self, input_length: int, *, cached_tokens: int = 0) -> float | None:
+        """The estimated wait, in ms, of a request of ``input_length`` tokens placed here now
+        until its admission (:meth:`estimate`'s ``admission_ns`` less now); None without an
+        estimate."""
+        guess = self.estimate(input_length, cached_tokens=cached_tokens)
+        if guess is None:
+            return None
+        return (guess.admission_ns - simclock.now_ns()) / 1_000_000
+
+    def prefill_time_ms(self, tokens: int, *, cached_tokens: int = 0) -> float | None:
+        """The estimated time, in ms, to compute a prompt of ``tokens`` positions admitted at
+        the next pass start alongside the requests running now (nobody queued ahead of it):
+        from that pass start to the end of the pass that completes the prompt.
+
+        Chunked by what the running requests leave of the token budget, each pass priced by
+        the timing model with the running requests' steps in it (see :meth:`estimate`).
+        """
+        guess = self._engine._estimate(tokens, 1, cached_tokens, False)
+        if guess is None:
+            return None
+        return (guess.first_token_ns - guess.admission_ns) / 1_000_000
+
     def prefix_overlap(self, block_keys: Sequence[int]) -> int:
         """Return how many leading ``block_keys`` are cached, as last published (blocks).
 
@@ -909,3 +1183,16 @@ class EngineView:
                 break
             n += 1
         return n
+
+
+def _common_prefix(keys: list[int], other: Sequence[int]) -> int:
+    """How many leading keys ``keys`` and ``other`` share. Keys chain (a key names its whole
+    prefix), so they agree up to some length and differ everywhere after: a binary search."""
+    lo, hi = 0, min(len(keys), len(other))
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if keys[mid - 1] == other[mid - 1]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo

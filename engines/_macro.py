@@ -447,6 +447,36 @@ class MacroRun:
         """Whether a pass is in flight (scheduled, not committed)."""
         return self.scheduled > self.committed
 
+    def pass_in_flight(self) -> Pass | None:
+        """The pass in flight (scheduled, not committed) with its entries and columns, as the
+        per-pass engine holds it (for views); ``None`` between passes."""
+        if not self.in_pass:
+            return None
+        i = self.committed
+        seqs = self._seqs
+        entries: list[Seq] = []
+        scheduled: list[int] = []
+        computed: list[int] = []
+        output_before: list[int] = []
+        for j in self._batch:
+            s = seqs[j]
+            if s.state == RUNNING:
+                entries.append(s)
+                scheduled.append(1)
+                computed.append(self._c0[j] + i)
+                output_before.append(self._out0[j] + i)
+        chunk = self._chunk
+        ends = self._chunk_ends
+        if chunk is not None and ends and i < len(ends) and chunk.state == RUNNING:
+            before = ends[i - 1] if i else self._c0[-1]
+            entries.append(chunk)
+            scheduled.append(ends[i] - before)
+            computed.append(before)
+            output_before.append(chunk.num_output)
+        plan = Pass(self.starts[i], entries, scheduled, computed, output_before)
+        plan.end_ns = self.ends[i]
+        return plan
+
     # -- applying the run ----------------------------------------------------------------------
 
     def advance(self, now_ns: int, *, include_end: bool, include_start: bool) -> None:

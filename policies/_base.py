@@ -37,6 +37,10 @@ class BasePolicy:
     hook ends the run with a report naming it.
     """
 
+    #: Offers of this policy expire this long (ms) after the engine made them if they are
+    #: still open (None: never); ``ctx.offer(..., timeout_ms=...)`` overrides it per offer.
+    offer_timeout_ms: float | None = None
+
     async def run(self, requests: RequestStream, ctx: PolicyContext) -> None:
         """Receive requests and place them; subclasses must override it."""
         raise NotImplementedError(f"{type(self).__name__}.run")

@@ -91,8 +91,12 @@ class EngineHandle(Protocol):
         """The engine's read-only view."""
         ...
 
-    def offer(self, request: Request) -> Tentative | Rejection:
-        """Check admission of ``request``; return a tentative placement or a rejection."""
+    def offer(
+        self, request: Request, *, estimate: bool = False, inform: bool = True
+    ) -> Tentative | Rejection:
+        """Check admission of ``request``; return a tentative placement or a rejection
+        (with ``estimate``, the tentative carries the engine's admission estimate; without
+        ``inform``, the caller commits or aborts at once and the tentative reports nothing)."""
         ...
 
     def commit(self, tentative: Tentative) -> None:
@@ -248,22 +252,50 @@ class Offer:
 
     ``async with ctx.offer(request, engine) as offer:`` makes the offer on entry. If the engine
     refused, :attr:`placement` says so (``offer.placement.rejected``, with the reason); otherwise
-    the body may ``await offer.commit()`` or ``await offer.abort(reason)``. An offer left
-    neither committed nor aborted when the block ends is aborted (reason ``"scope exit"``, or
-    ``"scope exit: <error>"`` when the block raised).
+    :attr:`tentative` says what the engine would do (prefix hit, queue position, estimated
+    admission and first token) and the body may ``await offer.commit()`` or
+    ``await offer.abort(reason)``. An offer left neither committed nor aborted when the block
+    ends is aborted (reason ``"scope exit"``, or ``"scope exit: <error>"`` when the block
+    raised). An offer with a timeout that is still open ``timeout_ms`` after the engine made it
+    expires: the engine withdraws it (``ABORTED``, reason ``"expired"``), ``on_aborted`` is
+    called and :attr:`placement` is aborted with that reason; a commit that arrives later
+    returns that placement.
 
-    States: ``new`` → (enter) ``open`` | ``rejected``; ``open`` → ``committed`` | ``aborted`` |
-    ``failed`` (commit raised).
+    With a dispatch latency ``L`` (:attr:`PolicyRuntime.dispatch_latency_ns`), entering takes
+    ``2 L`` (the offer reaches the engine after ``L``, its answer comes back after another
+    ``L``) and a commit reaches the engine ``L`` after it is sent; an abort is immediate.
+
+    States: ``new`` → (enter) ``sent`` (latency > 0: the offer and its answer travel) →
+    ``open`` | ``rejected`` | ``expired``; ``open`` → ``committing`` (latency > 0: the commit
+    travels) → ``committed`` | ``failed`` (commit raised) | ``expired``; ``open`` →
+    ``aborted`` | ``expired``.
     """
 
     _runtime: PolicyRuntime
     request: Request
     engine: int
-    _state: Literal["new", "open", "rejected", "committed", "aborted", "failed"] = attrs.field(
-        default="new", init=False
-    )
+    timeout_ms: float | None = attrs.field(default=None, kw_only=True)
+    _state: Literal[
+        "new",
+        "sent",
+        "open",
+        "committing",
+        "rejected",
+        "committed",
+        "aborted",
+        "failed",
+        "expired",
+    ] = attrs.field(default="new", init=False)
     _tentative: Tentative | None = attrs.field(default=None, init=False)
     _placement: Placement | None = attrs.field(default=None, init=False)
+    _estimate: bool = attrs.field(default=True, init=False)
+    _at_once: bool = attrs.field(default=False, init=False)
+    _expiry: asyncio.Task[None] | None = attrs.field(default=None, init=False)
+
+    @property
+    def tentative(self) -> Tentative | None:
+        """The engine's tentative placement (None before the answer, or when refused)."""
+        return self._tentative
 
     @property
     def state(self) -> str:
@@ -295,7 +327,10 @@ class Offer:
             PolicyHookError: ``on_committed`` raised (the runtime is poisoned).
             RuntimePoisonedError: the runtime failed earlier.
         """
-        return self._runtime._commit(self)
+        runtime = self._runtime
+        if runtime.dispatch_latency_ns:
+            return await runtime._commit_delayed(self)
+        return runtime._commit(self)
 
     async def abort(self, reason: str) -> Placement:
         """Roll the tentative placement back.
@@ -307,7 +342,11 @@ class Offer:
         return self._runtime._abort(self, reason)
 
     async def __aenter__(self) -> Offer:
-        self._runtime._offer(self)
+        runtime = self._runtime
+        if runtime.dispatch_latency_ns:
+            await runtime._offer_delayed(self)
+        else:
+            runtime._offer(self)
         return self
 
     async def __aexit__(
@@ -367,6 +406,18 @@ class PolicyContext:
         view = self._runtime.view(engine)
         size = view.block_size
         blocks = view.prefix_overlap(self.block_keys(request, size))
+        cap = (request.input_length - 1) // size
+        return min(blocks, cap) * size
+
+    def expected_prefix_overlap_tokens(self, request: Request, engine: int) -> int:
+        """Return how many prompt tokens of ``request`` engine ``engine`` holds cached now or
+        will hold once the requests placed there (and its open offers) compute their prompts
+        (``EngineView.expected_prefix_overlap``): no lag within an instant, unlike
+        :meth:`prefix_overlap_tokens`. At most ``input_length - 1``.
+        """
+        view = self._runtime.view(engine)
+        size = view.block_size
+        blocks = view.expected_prefix_overlap(self.block_keys(request, size))
         cap = (request.input_length - 1) // size
         return min(blocks, cap) * size
 
@@ -450,9 +501,21 @@ class PolicyContext:
         """
         return self._runtime.spawn(coro, name=name)
 
-    def offer(self, request: Request, engine: int) -> Offer:
-        """Return the offer of ``request`` to engine ``engine``; enter it with ``async with``."""
-        return Offer(self._runtime, request, engine)
+    def offer(self, request: Request, engine: int, *, timeout_ms: float | None = None) -> Offer:
+        """Return the offer of ``request`` to engine ``engine``; enter it with ``async with``.
+
+        Args:
+            request: the request.
+            engine: the engine's index.
+            timeout_ms: expire the offer this long after the engine made it, if it is still
+                open; default the policy's ``offer_timeout_ms`` (None: never).
+
+        Raises:
+            PlacementError: ``timeout_ms`` is not a finite number >= 0.
+        """
+        if timeout_ms is not None:
+            _check_timeout(timeout_ms, "timeout_ms")
+        return Offer(self._runtime, request, engine, timeout_ms=timeout_ms)
 
     async def dispatch(self, request: Request, engine: int) -> Placement:
         """Offer ``request`` to engine ``engine`` and commit it unless the engine refuses.
@@ -467,10 +530,18 @@ class PolicyContext:
             PolicyHookError: a hook raised (the runtime is poisoned).
             RuntimePoisonedError: the runtime failed earlier.
         """
-        # ``async with self.offer(...)`` and ``await offer.commit()``, without the three
-        # coroutines: none of them ever suspends.
         runtime = self._runtime
         offer = Offer(runtime, request, engine)
+        offer._estimate = False  # the tentative is never shown
+        if runtime.dispatch_latency_ns:
+            async with offer:
+                if offer._state == "open":
+                    await offer.commit()
+            return offer.placement
+        # ``async with self.offer(...)`` and ``await offer.commit()``, without the three
+        # coroutines: none of them ever suspends, so the commit (or the abort of a failed
+        # one) follows the offer at once: the engine need not inform it.
+        offer._at_once = True
         runtime._offer(offer)
         if offer._state == "open":
             try:
@@ -507,6 +578,8 @@ class PolicyRuntime:
         keyer: the run's block keyer.
         rng: the policy's random generator.
         on_poison: called once with the failure when the runtime is poisoned.
+        dispatch_latency_ns: the router-to-engine latency of each phase of the handshake
+            (offer, answer, commit), in ns; 0 (the default) makes the handshake instantaneous.
     """
 
     policy: Policy
@@ -515,7 +588,10 @@ class PolicyRuntime:
     keyer: BlockKeyer
     rng: np.random.Generator
     on_poison: Callable[[BaseException], None] | None = None
+    dispatch_latency_ns: int = attrs.field(default=0, kw_only=True)
     name: str = attrs.field(init=False)
+    offer_timeout_ms: float | None = attrs.field(default=None, init=False)
+    expiries: int = attrs.field(default=0, init=False)
     views: tuple[EngineView, ...] = attrs.field(init=False)
     stream: RequestStream = attrs.field(factory=RequestStream, init=False)
     context: PolicyContext = attrs.field(init=False)
@@ -532,6 +608,7 @@ class PolicyRuntime:
     _tasks: list[asyncio.Task[Any]] = attrs.field(factory=list, init=False)
     _main: asyncio.Task[None] | None = attrs.field(default=None, init=False)
     _unsettled: int = attrs.field(default=0, init=False)
+    _expiry_tasks: set[asyncio.Task[None]] = attrs.field(factory=set, init=False)
 
     #: Every timed piece of the run's work is an engine's: idle engines and no policy
     #: wakeup mean no progress.
@@ -547,6 +624,13 @@ class PolicyRuntime:
                     f"engine at position {position} has index {engine.index}; "
                     "engines must be given in index order"
                 )
+        latency = self.dispatch_latency_ns
+        if isinstance(latency, bool) or not isinstance(latency, int) or latency < 0:
+            raise PlacementError(f"dispatch_latency_ns must be an int >= 0, got {latency!r}")
+        timeout = getattr(self.policy, "offer_timeout_ms", None)
+        if timeout is not None:
+            _check_timeout(timeout, "offer_timeout_ms")
+            self.offer_timeout_ms = float(timeout)
         self.name = policy_name(self.policy)
         self.views = tuple(engine.view for engine in self.engines)
         self.context = PolicyContext(self, self.name, self.rng)
@@ -649,7 +733,11 @@ class PolicyRuntime:
                 # Its failure, if any, was recorded by the done callback.
                 with contextlib.suppress(BaseException):
                     await task
+        for task in list(self._expiry_tasks):
+            task.cancel()
         for offer in list(self._open.values()):
+            if offer._state != "open":
+                continue
             # A failing abort poisons the runtime; the failure is reported with the run.
             with contextlib.suppress(BaseException):
                 self._abort(offer, "runtime shutdown", check_alive=False)
@@ -712,7 +800,7 @@ class PolicyRuntime:
 
     # -- the handshake, policy side -----------------------------------------------------------
 
-    def _offer(self, offer: Offer) -> None:
+    def _offer_check(self, offer: Offer) -> tuple[EngineHandle, _RequestState]:
         self.check_alive()
         request = offer.request
         engine = self.engines[self.view(offer.engine).index]
@@ -726,7 +814,23 @@ class PolicyRuntime:
         if offer._state != "new":
             raise PlacementError(f"offer of request {request.id!r} was already made")
         self.offers += 1
-        result = engine.offer(state.request)
+        return engine, state
+
+    def _ask(self, engine: EngineHandle, offer: Offer) -> Tentative | Rejection:
+        """The engine's answer to ``offer`` (with an estimate when the policy sees it)."""
+        if offer._estimate:
+            return engine.offer(offer.request, estimate=True)
+        if offer._at_once:
+            return engine.offer(offer.request, inform=False)
+        return engine.offer(offer.request)
+
+    def _offer(self, offer: Offer) -> None:
+        engine, state = self._offer_check(offer)
+        self._answered(offer, state, self._ask(engine, offer))
+
+    def _answered(self, offer: Offer, state: _RequestState, result: Tentative | Rejection) -> None:
+        """The engine's answer reached the policy: the offer is open, or refused."""
+        request = offer.request
         if isinstance(result, Rejection):
             self.rejections += 1
             offer._state = "rejected"
@@ -734,15 +838,144 @@ class PolicyRuntime:
                 request.id, offer.engine, "rejected", result.reason, simclock.now_ns()
             )
             state.last_rejection = offer._placement
+            state.status = "held"
+            state.engine = None
+            self._open.pop(request.id, None)
             return
+        if offer._tentative is None:
+            offer._tentative = result
+            self._arm_expiry(offer)
         offer._state = "open"
-        offer._tentative = result
         state.status = "offered"
         state.engine = offer.engine
         self._open[request.id] = offer
 
+    async def _travel(self) -> None:
+        """One phase of the handshake crossing the router-engine link."""
+        await simclock.sleep_ns(
+            self.dispatch_latency_ns,
+            waiter=f"policy:{self.name}:dispatch",
+            kind=simclock.WakeupKind.POLICY_WAKEUP,
+        )
+        self.check_alive()
+
+    async def _offer_delayed(self, offer: Offer) -> None:
+        """Make ``offer`` across the link: the engine answers ``L`` after it is sent, and the
+        answer reaches the policy ``L`` later (the engine holds its promise meanwhile)."""
+        engine, state = self._offer_check(offer)
+        request = offer.request
+        offer._state = "sent"
+        state.status = "offered"
+        state.engine = offer.engine
+        self._open[request.id] = offer
+        result: Tentative | Rejection | None = None
+        try:
+            await self._travel()
+            result = self._ask(engine, offer)
+            if isinstance(result, Tentative):
+                offer._tentative = result
+                self._arm_expiry(offer)
+            await self._travel()
+        except BaseException:
+            if offer._state == "sent":
+                # cancelled (or poisoned) in flight: nothing of the offer remains
+                offer._state = "aborted"
+                state.status = "held"
+                state.engine = None
+                self._open.pop(request.id, None)
+                self._disarm(offer)
+                if offer._tentative is not None:
+                    with contextlib.suppress(Exception):
+                        engine.abort(offer._tentative, "withdrawn in flight")
+            raise
+        if offer._state != "sent":  # expired while the answer travelled
+            return
+        self._answered(offer, state, result)
+
+    async def _commit_delayed(self, offer: Offer) -> Placement:
+        """Send the commit of ``offer``; the engine takes it ``L`` later (unless the offer
+        expired meanwhile: the expiry's placement is returned)."""
+        self.check_alive()
+        if offer._state != "open" or offer._tentative is None:
+            raise PlacementError(
+                f"offer of request {offer.request.id!r} to engine {offer.engine} cannot be "
+                f"committed: it is {offer._state}"
+            )
+        offer._state = "committing"
+        try:
+            await self._travel()
+        except BaseException:
+            if offer._state == "committing":
+                offer._state = "open"
+            raise
+        if offer.state == "expired":
+            return offer.placement
+        offer._state = "open"
+        return self._commit(offer)
+
+    def _arm_expiry(self, offer: Offer) -> None:
+        """Start the timer of an offer the engine just made, if it has a timeout."""
+        timeout = offer.timeout_ms if offer.timeout_ms is not None else self.offer_timeout_ms
+        if timeout is None or offer._tentative is None:
+            return
+        when = offer._tentative.made_ns + round(timeout * 1_000_000)
+        task = asyncio.get_running_loop().create_task(
+            self._expire_at(offer, when), name=f"policy:{self.name}:expiry"
+        )
+        offer._expiry = task
+        self._expiry_tasks.add(task)
+        task.add_done_callback(self._expiry_done)
+
+    def _expiry_done(self, task: asyncio.Task[None]) -> None:
+        self._expiry_tasks.discard(task)
+        self._task_done(task)
+
+    def _disarm(self, offer: Offer) -> None:
+        task = offer._expiry
+        if task is not None:
+            offer._expiry = None
+            task.cancel()
+
+    async def _expire_at(self, offer: Offer, when_ns: int) -> None:
+        await simclock.sleep_until_ns(
+            when_ns,
+            waiter=f"policy:{self.name}:offer:{offer.request.id}",
+            kind=simclock.WakeupKind.POLICY_WAKEUP,
+        )
+        offer._expiry = None
+        self._expire(offer)
+
+    def _expire(self, offer: Offer) -> None:
+        """The offer's timeout elapsed while it was open: the engine withdraws it."""
+        if offer._state not in ("sent", "open", "committing") or offer._tentative is None:
+            return
+        request = offer.request
+        state = self._state(request)
+        self._open.pop(request.id, None)
+        offer._state = "expired"
+        state.status = "held"
+        state.engine = None
+        placement = Placement(request.id, offer.engine, "aborted", "expired", simclock.now_ns())
+        offer._placement = placement
+        try:
+            self.engines[offer.engine].abort(offer._tentative, "expired")
+        except Exception as error:
+            failure = PlacementError(
+                f"expiry of the offer of request {request.id!r} on engine {offer.engine} "
+                f"failed: {type(error).__name__}: {error}"
+            )
+            failure.__cause__ = error
+            self._poison(failure)
+            return
+        self.expiries += 1
+        hook = _hook(self.policy, "on_aborted")
+        if hook is not None:
+            self._call_hook("on_aborted", hook, placement)
+
     def _commit(self, offer: Offer) -> Placement:
         self.check_alive()
+        if offer._state == "expired":
+            return offer.placement
         if offer._state != "open" or offer._tentative is None:
             raise PlacementError(
                 f"offer of request {offer.request.id!r} to engine {offer.engine} cannot be "
@@ -752,6 +985,7 @@ class PolicyRuntime:
         state = self._state(request)
         engine = self.engines[offer.engine]
         del self._open[request.id]
+        self._disarm(offer)
         try:
             engine.commit(offer._tentative)
         except Exception as original:
@@ -806,6 +1040,7 @@ class PolicyRuntime:
         state = self._state(request)
         engine = self.engines[offer.engine]
         del self._open[request.id]
+        self._disarm(offer)
         offer._state = "aborted"
         state.status = "held"
         state.engine = None
@@ -883,6 +1118,17 @@ class PolicyRuntime:
         self.failure = failure
         if self.on_poison is not None:
             self.on_poison(failure)
+
+
+def _check_timeout(value: object, name: str) -> None:
+    """Refuse an offer timeout that is not a finite number of ms >= 0."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise PlacementError(f"{name} must be a finite number of ms >= 0, got {value!r}")
 
 
 def _topology_index(handle: EngineHandle) -> int:

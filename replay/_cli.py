@@ -378,6 +378,7 @@ def _replay(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
                 load=load,
                 config=config.as_json(),
                 stepping=config.stepping,
+                dispatch_latency_ms=config.dispatch_latency_ms,
                 request_log=log,
                 **extra,
             )

@@ -179,6 +179,8 @@ class ReplayConfig:
             found when a component is built name the file (or flag) and the key.
         stepping: ``macro`` (default) or ``pass`` (one engine deadline per pass); the same
             results either way, so it is not echoed in ``config.json``.
+        dispatch_latency_ms: the router-to-engine latency of each handshake phase, in ms
+            (0: instantaneous); echoed in ``config.json`` when not 0.
         token_times: how ``requests.jsonl`` holds token times: ``full`` (default), ``runs``
             or ``none``; not echoed in ``config.json``.
         scheduler: the engines' scheduler and its options (a key of
@@ -205,6 +207,7 @@ class ReplayConfig:
     kv_bandwidth_gbps: float | None = None
     workload: Mapping[str, Any] = attrs.field(factory=dict)
     stepping: Stepping = "macro"
+    dispatch_latency_ms: float = 0.0
     token_times: TokenTimesMode = "full"
     scheduler: ComponentSpec | None = None
     export: tuple[str, ...] = ()
@@ -381,6 +384,8 @@ class ReplayConfig:
         }
         if self.scheduler is not None:
             out["scheduler"] = self.scheduler.as_json()
+        if self.dispatch_latency_ms:
+            out["dispatch_latency_ms"] = self.dispatch_latency_ms
         if self.workload:
             out["workload"] = dict(self.workload)
         return out

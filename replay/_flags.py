@@ -6,7 +6,13 @@ import argparse
 
 from loadgen import FORMATS
 
-__all__ = ("format_name", "non_negative_int", "positive_float", "positive_int")
+__all__ = (
+    "format_name",
+    "non_negative_float",
+    "non_negative_int",
+    "positive_float",
+    "positive_int",
+)
 
 
 def format_name(text: str) -> str:
@@ -35,6 +41,17 @@ def positive_int(text: str) -> int:
 def non_negative_int(text: str) -> int:
     """An integer >= 0."""
     return _int_at_least(0, text)
+
+
+def non_negative_float(text: str) -> float:
+    """A finite number >= 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value >= 0 or value == float("inf"):
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0, got {text}")
+    return value
 
 
 def positive_float(text: str) -> float:

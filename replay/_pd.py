@@ -107,8 +107,10 @@ class _PoolEngine:
     def view(self) -> EngineView:
         return self._view
 
-    def offer(self, request: Request) -> Tentative | Rejection:
-        return self.engine.offer(request)
+    def offer(
+        self, request: Request, *, estimate: bool = False, inform: bool = True
+    ) -> Tentative | Rejection:
+        return self.engine.offer(request, estimate=estimate, inform=inform)
 
     def commit(self, tentative: Tentative) -> None:
         self.engine.commit(tentative)
@@ -140,14 +142,16 @@ class _PairedEngine(_PoolEngine):
             raise simclock.InternalError("paired engine without a P/D runtime")
         return self.owner
 
-    def offer(self, request: Request) -> Tentative | Rejection:
-        answer = self.engine.offer(request)
+    def offer(
+        self, request: Request, *, estimate: bool = False, inform: bool = True
+    ) -> Tentative | Rejection:
+        answer = self.engine.offer(request, estimate=estimate, inform=inform)
         if isinstance(answer, Rejection):
             return answer
         owner = self._runtime()
         try:
             decode = owner.choose_decode_engine(request)
-            decode_answer = decode.offer(request)
+            decode_answer = decode.offer(request, inform=inform)
         except BaseException as error:
             _abort_keeping(
                 self.engine, answer, f"decode choice failed: {type(error).__name__}", error

@@ -70,6 +70,9 @@ class RunOptions(TypedDict, total=False):
         stepping: ``"macro"`` (default): engines jump over runs of passes whose outcome is
             determined (docs/explanation/macro-stepping.md); ``"pass"``: one engine deadline
             per pass, the reference behaviour. Both give the same results, byte for byte.
+        dispatch_latency_ms: the router-to-engine latency of each phase of the dispatch
+            handshake (offer, answer, commit), in ms (default 0: instantaneous; aggregated
+            topologies only).
         request_log: stream the per-request records to this :class:`replay.RequestLog` as
             requests settle, keeping neither the records nor the settled requests' traces
             (memory stays proportional to the requests in flight); the result's
@@ -90,6 +93,7 @@ class RunOptions(TypedDict, total=False):
     keep_events: bool
     config: Mapping[str, object] | None
     stepping: Stepping
+    dispatch_latency_ms: float
     request_log: RequestLog | None
     series: SeriesRecorder | None
 
@@ -387,6 +391,7 @@ class Run:
             if self._result is None and self._error is None:
                 self._error = RuntimeError(reason)
 
+
 def run(workload: Workload, **options: Unpack[RunOptions]) -> ReplayResult:
     """Replay ``workload`` through ``topology``'s engines under ``policy``; return the report.
 
@@ -511,6 +516,16 @@ def setup(
     tokenizer = options.get("tokenizer")
     slo = options.get("slo")
     stepping = options.get("stepping", "macro")
+    latency_ms = options.get("dispatch_latency_ms", 0.0)
+    if (
+        isinstance(latency_ms, bool)
+        or not isinstance(latency_ms, int | float)
+        or not math.isfinite(latency_ms)
+        or latency_ms < 0
+    ):
+        raise WorkloadValidationError(
+            f"dispatch_latency_ms: must be a finite number >= 0, got {latency_ms!r}"
+        )
     max_virtual_time_s = options.get("max_virtual_time_s")
     request_log = options.get("request_log")
     config = options.get("config")
@@ -555,6 +570,7 @@ def setup(
         seed=seed,
         load=load,
         stepping=stepping,
+        dispatch_latency_ns=round(latency_ms * 1_000_000),
         stream=stream,
         slo=None if slo is None or slo.is_empty else slo,
         series=options.get("series"),

@@ -20,7 +20,13 @@ from simclock import InternalError
 
 from ._exceptions import ConfigError
 from ._export import EXPORTS
-from ._flags import format_name, non_negative_int, positive_float, positive_int
+from ._flags import (
+    format_name,
+    non_negative_float,
+    non_negative_int,
+    positive_float,
+    positive_int,
+)
 from ._limits import (
     MAX_RATE,
     MAX_WORKERS,
@@ -379,6 +385,17 @@ def _kv_bandwidth(value: object, where: str) -> float:
     return float(value)
 
 
+def _latency(value: object, where: str) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise ConfigError(f"{where}: must be a finite number >= 0 (ms), got {value!r}")
+    return float(value)
+
+
 def _seed(value: object, where: str) -> int:
     return check_int(value, where=where, minimum=0)
 
@@ -542,6 +559,16 @@ RUN_KEYS: tuple[RunKey, ...] = (
             "choices": STEPPINGS,
             "help": "macro: engines jump over passes whose outcome is known (default); pass: "
             "one engine deadline per pass, the reference (the same results)",
+        },
+    ),
+    RunKey(
+        "dispatch_latency_ms",
+        _latency,
+        {
+            "type": non_negative_float,
+            "metavar": "X",
+            "help": "router-to-engine latency of each handshake phase (offer, answer, "
+            "commit) in ms (default 0: instantaneous; aggregated topology)",
         },
     ),
     RunKey(

@@ -33,8 +33,9 @@ from engines import (
     LifecycleEvent,
 )
 from loadgen import Driver, DriverReport, LoadMode, Request
-from policies import Policy
+from policies import Policy, PolicyRuntime
 
+from ._exceptions import WorkloadValidationError
 from ._metrics import SLO
 from ._prepare import PreparedWorkload
 from ._records import build_record
@@ -141,6 +142,7 @@ class RunParts:
     keep_events: bool
     seed: int = attrs.field(default=0, kw_only=True)
     stepping: Stepping = attrs.field(default="macro", kw_only=True)
+    dispatch_latency_ns: int = attrs.field(default=0, kw_only=True)
     load: LoadMode = attrs.field(factory=LoadMode, kw_only=True)
     stream: RecordStream | None = attrs.field(default=None, kw_only=True)
     slo: SLO | None = attrs.field(default=None, kw_only=True)
@@ -190,6 +192,12 @@ class RunParts:
             rng=policy_rng,
             on_poison=self._on_poison,
         )
+        if self.dispatch_latency_ns:
+            if not isinstance(self.runtime, PolicyRuntime):
+                raise WorkloadValidationError(
+                    "dispatch_latency_ms: only aggregated topologies take a dispatch latency"
+                )
+            self.runtime.dispatch_latency_ns = self.dispatch_latency_ns
         # A run whose clock moves without progress fails instead of running for ever.
         watch = ProgressWatch(
             progress=lambda: (self._released, self._terminals),

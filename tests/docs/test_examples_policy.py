@@ -27,6 +27,24 @@ r4: arrived   4.0 ms, engine 0 from 140.0 ms, done 240.0 ms
 r5: rejected (engine 1: prompt_too_long)
 5 completed, 1 rejected
 """,
+    "policy_estimate_before_placing.py": """\
+    0 ms a: engine 0 idle, cached    0, first token ~50 ms
+    0 ms a: engine 1 idle, cached    0, first token ~50 ms
+      -> engine 0: hit 0 (pinned), queue 0, admit ~0 ms, first token ~50 ms
+    1 ms b: engine 0 busy until 50 ms, cached  960, first token ~110 ms
+    1 ms b: engine 1 idle, cached    0, first token ~51 ms
+      -> engine 1: hit 0 (pinned), queue 0, admit ~1 ms, first token ~51 ms
+    2 ms c: engine 0 busy until 50 ms, cached    0, first token ~110 ms
+    2 ms c: engine 1 busy until 51 ms, cached    0, first token ~111 ms
+      -> engine 0: hit 0 (pinned), queue 0, admit ~50 ms, first token ~110 ms
+    3 ms d: engine 0 busy until 50 ms, cached  960, first token ~110 ms
+    3 ms d: engine 1 busy until 51 ms, cached  960, first token ~111 ms
+      -> engine 0: hit 960 (pinned), queue 1, admit ~50 ms, first token ~110 ms
+a: engine 0, first token 50 ms
+b: engine 1, first token 51 ms
+c: engine 0, first token 110 ms
+d: engine 0, first token 110 ms
+""",
     "policy_compare_builtins.py": """\
 round_robin       prefix reuse 0.667, mean TTFT   25.4 ms
 random            prefix reuse 0.630, mean TTFT   34.1 ms

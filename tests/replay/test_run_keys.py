@@ -21,6 +21,7 @@ VALUES = {
     "slo": ("ttft=300", "ttft=300"),
     "output_dir": ("out", "out"),
     "stepping": ("pass", "pass"),
+    "dispatch_latency_ms": (1.5, "1.5"),
     "token_times": ("runs", "runs"),
     "scheduler": ("vllm:admit_whole_prompt=true", "vllm:admit_whole_prompt=true"),
     "export": (["csv", "vllm"], "vllm,csv"),
