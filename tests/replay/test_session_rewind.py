@@ -13,6 +13,7 @@ from engines import EngineConfig, EventKind, FixedTiming
 from loadgen import Workload, read_trace
 from policies import KVAware, RoundRobin
 from replay import Aggregated, ReplaySession, TimelineFilter
+from replay._cli_debug import DebugOptions, run_observed
 from tests.datasets import MOONCAKE, head_lines
 from tests.replay.test_session import ONE_ENGINE, preemption_workload
 
@@ -243,3 +244,34 @@ def test_async_with_closes_the_session() -> None:
     closed, message = asyncio.run(main())
     assert closed
     assert message.startswith("the replay session failed and cannot go on: RuntimeError")
+
+
+def test_a_request_timeline_keeps_the_passes_that_ran_while_it_waited(
+    mooncake: Workload, tmp_path: Path
+) -> None:
+    rid = "mooncake:26"  # queued 5.74 s on engine 0 behind others
+    path = tmp_path / "t.json"
+    run_observed(
+        mooncake,
+        options=DebugOptions(timeline_path=path, timeline_filter=TimelineFilter(request_ids=[rid])),
+        topology=TWO,
+        policy=KVAware(),
+    )
+    events = json.loads(path.read_bytes())["traceEvents"]
+    queued = [
+        (b["ts"], e["ts"])
+        for b, e in zip(
+            [x for x in events if x.get("name") == "queued" and x["ph"] == "b"],
+            [x for x in events if x.get("name") == "queued" and x["ph"] == "e"],
+            strict=True,
+        )
+    ]
+    passes = [e for e in events if e.get("name") == "pass"]
+    others = [p for p in passes if rid not in p["args"]["request_ids"]]
+    assert others, "the passes of the engine while the request waited are kept"
+    for p in others:
+        start, end = p["ts"], p["ts"] + p["dur"]
+        assert p["pid"] == 1 and any(lo < end and start < hi for lo, hi in queued)
+    session = big(mooncake, timeline=TimelineFilter(request_ids=[rid]))
+    session.run()
+    assert session.timeline().to_bytes() == path.read_bytes()
