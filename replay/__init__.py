@@ -73,6 +73,7 @@ from ._runner import RunJournal as RunJournal
 from ._session import ReplaySession as ReplaySession
 from ._session_state import Breakpoint as Breakpoint
 from ._session_state import EngineState as EngineState
+from ._session_state import PassInFlight as PassInFlight
 from ._session_state import PolicyState as PolicyState
 from ._session_state import RequestState as RequestState
 from ._session_state import Stop as Stop
@@ -116,6 +117,7 @@ __all__ = (
     "PDConfigError",
     "PDPhases",
     "PDRuntime",
+    "PassInFlight",
     "PlacementOrder",
     "PlaySummary",
     "PolicyState",

@@ -434,7 +434,7 @@ class ReplaySession:
         if flight is not None and flight.start_ns == self.now_ns:
             what += f" started pass {target.passes}: {flight.describe()}"
         elif events:
-            what += f": {len(events)} event{'s' if len(events) != 1 else ''}"
+            what += ": its next events"
         return self._stopped("step", events, what=what)
 
     def _step_request(self, request_id: str) -> Stop:
