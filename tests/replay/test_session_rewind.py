@@ -127,19 +127,20 @@ def test_going_back_refuses_what_it_cannot_do() -> None:
 
 def test_step_focused_on_an_engine_stops_at_its_next_pass(mooncake: Workload) -> None:
     s = big(mooncake)
-    s.run_until(time_s=3.0)
-    before = s.engine(1).passes
-    stop = s.step(engine=1)
-    state1 = s.engine(1)
-    assert stop.reason == "step"
-    assert all(e.engine == 1 for e in stop.events)
-    assert state1.passes == before + 1 or stop.events
-    if state1.passes == before + 1:
-        flight = state1.current_pass
-        assert flight is not None and flight.start_ns == s.now_ns
-        assert flight.request_ids == state1.running or set(flight.request_ids) <= set(
-            state1.running
-        )
+    s.run_until(time_s=3.0)  # engine 1's pass ends at 3 s, nothing at 3 s run yet
+    commit = s.step(engine=1)
+    assert [(e.kind, e.engine) for e in commit.events] == [(EventKind.TOKEN, 1)] * 4
+    assert s.engine(1).current_pass is None and s.engine(1).passes == 271
+    stops = 0
+    while s.engine(1).passes == 271:
+        stop = s.step(engine=1)
+        assert stop.now_ns == 3_000 * MS and all(e.engine == 1 for e in stop.events)
+        stops += 1
+    engine = s.engine(1)
+    flight = engine.current_pass
+    assert flight is not None and flight.start_ns == 3_000 * MS and flight.end_ns > flight.start_ns
+    assert flight.request_ids == engine.running
+    assert stop.description.startswith("stopped at 3.000000000 s: engine 1 started pass 272: ")
 
 
 def test_step_focused_on_a_request_stops_at_its_next_event() -> None:
