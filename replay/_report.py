@@ -358,6 +358,13 @@ class ReplayResult:
     workload_source: str | None = None
     workload_format: str | None = None
 
+    def __repr__(self) -> str:
+        s = self.summary
+        return (
+            f"<ReplayResult {self.workload_source or 'workload'}: {s.completed} of "
+            f"{s.requests} requests completed, {len(self.requests)} records>"
+        )
+
 
 def _rate(amount: float, duration_s: float | None) -> float | None:
     if duration_s is None or duration_s <= 0:

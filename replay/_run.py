@@ -24,6 +24,7 @@ from policies import Policy, policy_name
 from simclock import log_context
 
 from ._exceptions import ReplayFailedError, ReplayInterrupted, WorkloadValidationError
+from ._logging_events import subscribe_story
 from ._metrics import SLO
 from ._output import RequestLog
 from ._prepare import prepare
@@ -135,6 +136,7 @@ class Run:
         loop = simclock.new_event_loop(report_interrupts=False)
         try:
             self.parts.build()
+            subscribe_story(self.parts.journal)  # debug logs only: decided once, here
             context = (
                 contextlib.nullcontext()
                 if self._run_id is None

@@ -8,13 +8,16 @@ built exactly as :func:`replay.run` builds it but not started. Nothing runs unti
 - :meth:`~ReplaySession.run_until` runs to a virtual instant or until a predicate holds;
 - :meth:`~ReplaySession.run_until_request` runs until a request reaches a state;
 - :meth:`~ReplaySession.resume` runs until a breakpoint is hit (or the end);
-- :meth:`~ReplaySession.run` runs to the end and returns the :class:`replay.ReplayResult`.
+- :meth:`~ReplaySession.run` runs to the end and returns the :class:`replay.ReplayResult`;
+- :meth:`~ReplaySession.back` and :meth:`~ReplaySession.goto` go back to an earlier stop
+  or instant by re-executing the run (:mod:`replay._session_trail`).
 
 Every stepping method returns a :class:`Stop` that says where and why the session stopped.
 Between steps the session is idle and everything can be looked at: :attr:`now_ns`,
 :meth:`engine` (queues, running batch, pass in flight, KV use and cached blocks),
 :meth:`request` (state, history, trace), :meth:`in_flight`, :meth:`policy` (requests it
-holds, its next wakeup) and :meth:`describe` for all of it as text.
+holds, its next wakeup) and :meth:`describe` for all of it as text; a session built with
+``timeline=True`` gives the timeline so far at any stop (:meth:`timeline`).
 
 The session works from a plain REPL or ``pdb`` (no loop runs outside); inside a running
 event loop (an async test) use the awaitable variants (:meth:`astep`, :meth:`arun_until`,
@@ -27,8 +30,10 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 from collections.abc import Callable
-from typing import TypeVar, Unpack, cast
+from pathlib import Path
+from typing import Any, TypeVar, Unpack, cast
 
 import attrs
 
@@ -38,6 +43,7 @@ from loadgen import Request, Workload
 from simclock import get_logger
 
 from ._exceptions import ReplayFailedError
+from ._files import make_directories
 from ._report import ReplayResult
 from ._run import Run, RunOptions, setup
 from ._session_state import (
@@ -45,6 +51,7 @@ from ._session_state import (
     TERMINAL,
     Breakpoint,
     EngineState,
+    PassInFlight,
     PolicyState,
     RequestState,
     Stop,
@@ -52,11 +59,15 @@ from ._session_state import (
     describe_event,
     event_kind,
     format_ns,
+    pass_in_flight,
 )
+from ._session_trail import NON_TOKEN_KINDS, START, Position, pristine_options
+from ._timeline import Timeline, TimelineFilter, TimelineRecorder
 
 __all__ = (
     "Breakpoint",
     "EngineState",
+    "PassInFlight",
     "PolicyState",
     "ReplaySession",
     "RequestState",
@@ -68,6 +79,9 @@ __all__ = (
 T = TypeVar("T")
 
 log = get_logger(__name__)
+
+_WATCHED_COST = 6  # a watched run's cost per virtual second over a fast forward's, about
+
 
 def _detached(fn: Callable[[], T]) -> T:
     """Call ``fn`` with no running loop in this thread (the session's loop takes its place)."""
@@ -96,6 +110,16 @@ class ReplaySession:
 
     _run: Run
     _history_on: bool = True
+    _workload: Workload | None = attrs.field(default=None, kw_only=True)
+    _options: dict[str, Any] | None = attrs.field(default=None, kw_only=True)
+    _not_rewindable: str | None = attrs.field(default=None, kw_only=True)
+    _run_id: str | None = attrs.field(default=None, kw_only=True)
+    _timeline_filter: TimelineFilter | None = attrs.field(default=None, kw_only=True)
+    _recorder: TimelineRecorder | None = attrs.field(default=None, init=False)
+    _seen: int = attrs.field(default=0, init=False)
+    _trail: list[tuple[Position, Stop | None]] = attrs.field(
+        factory=lambda: [(START, None)], init=False
+    )
     _breakpoints: list[Breakpoint] = attrs.field(factory=list, init=False)
     _next_number: int = attrs.field(default=1, init=False)
     _history: dict[str, list[LifecycleEvent]] = attrs.field(factory=dict, init=False)
@@ -110,6 +134,16 @@ class ReplaySession:
     def __attrs_post_init__(self) -> None:
         if self._history_on:
             self._run.journal.subscribe(self._on_event)
+        self._record_timeline(self._run)
+
+    def _record_timeline(self, run: Run) -> None:
+        """Subscribe a fresh timeline recorder to ``run``'s journal, if the session keeps one."""
+        if self._timeline_filter is None:
+            return
+        self._recorder = TimelineRecorder(
+            views=tuple(e.view for e in run.engines), filter=self._timeline_filter
+        )
+        run.journal.subscribe(self._recorder.on_event)
 
     @classmethod
     def build(
@@ -117,6 +151,7 @@ class ReplaySession:
         workload: Workload,
         *,
         history: bool = True,
+        timeline: bool | TimelineFilter = False,
         run_id: str | None = None,
         **options: Unpack[RunOptions],
     ) -> ReplaySession:
@@ -129,6 +164,10 @@ class ReplaySession:
                 events (slower; the report does not change); with ``history=False`` the run
                 is observed exactly as :func:`replay.run` observes it, and only instants and
                 predicates can stop it.
+            timeline: record the run's timeline as it goes, for :meth:`timeline` and
+                :meth:`write_timeline` at any stop (``True``, or a
+                :class:`replay.TimelineFilter` to keep only a window or some requests).
+                Recording watches every event, per-token ones included.
             run_id: the ``run_id`` bound to every log event of the run (default
                 ``"<workload source>#<seed>"``).
             **options: the run spec (:class:`replay.RunOptions`), as :func:`replay.run`
@@ -145,8 +184,23 @@ class ReplaySession:
         """
         if run_id is None:
             run_id = f"{workload.source}#{options.get('seed', 0)}"
+        # copied before anything runs: each re-execution starts from this state (back, goto)
+        pristine, why = pristine_options(dict(options))
         parts, echo = setup(workload, options, caller="ReplaySession.build")
-        return cls(Run(parts, workload, options.get("slo"), echo, run_id), history)
+        window: TimelineFilter | None = None
+        if isinstance(timeline, TimelineFilter):
+            window = timeline
+        elif timeline:
+            window = TimelineFilter()
+        return cls(
+            Run(parts, workload, options.get("slo"), echo, run_id),
+            history,
+            workload=workload,
+            options=pristine,
+            not_rewindable=why,
+            run_id=run_id,
+            timeline_filter=window,
+        )
 
     # -- recording ------------------------------------------------------------------------
 
@@ -154,6 +208,7 @@ class ReplaySession:
         self._recent.append(event)
         self._last_kind[event.request_id] = (event.kind, event.engine)
         if event.kind is not EventKind.TOKEN:
+            self._seen += 1
             self._history.setdefault(event.request_id, []).append(event)
         for bp in self._breakpoints:
             if bp.matches(event):
@@ -244,7 +299,37 @@ class ReplaySession:
             breakpoint=None if bp is None else bp.number,
             events=len(events),
         )
-        return Stop(reason, self.now_ns, events, bp, "\n".join(lines))
+        stop = Stop(reason, self.now_ns, events, bp, "\n".join(lines))
+        self._mark(stop)
+        return stop
+
+    # -- the trail of stops (back, goto) ----------------------------------------------------
+
+    def _position(self) -> Position:
+        """Where the session is now, as a re-execution finds it again."""
+        now = self.now_ns
+        if self._run.result is not None:
+            return Position(now, 0, self._seen, 0, finished=True)
+        starts = [p.start_ns for p in (pass_in_flight(e) for e in self._run.engines) if p]
+        callbacks = self._run.loop.instant_events()
+        return Position(now, callbacks, self._seen, min([now, *starts]))
+
+    def _mark(self, stop: Stop) -> None:
+        """Put the session's position on the trail, unless it has not moved."""
+        position = self._position()
+        if position != self._trail[-1][0]:
+            self._trail.append((position, stop))
+
+    @property
+    def stops(self) -> tuple[Stop, ...]:
+        """The stops on the session's trail, oldest first (what :meth:`back` counts).
+
+        Every call of a running method that moves the session (``step``, ``step_callback``,
+        ``run_until``, ``run_until_request``, ``resume``, ``run``, ``goto``) adds its stop; a
+        call that leaves the session where it was adds none; :meth:`back` removes the stops
+        it goes back over.
+        """
+        return tuple(stop for _, stop in self._trail if stop is not None)
 
     @property
     def failure(self) -> BaseException | None:
@@ -265,15 +350,32 @@ class ReplaySession:
             return self._stopped("finished", what=self._over())
         return None
 
-    def step(self) -> Stop:
+    def step(self, *, engine: int | None = None, request: str | None = None) -> Stop:
         """Run until at least one lifecycle event is recorded (or the run ends).
 
         Breakpoints are not checked. Several events recorded by the same callback (a pass
         commit, for example) are all returned.
 
+        Args:
+            engine: focus on this engine: run until it starts its next pass or records an
+                event (the stop's ``events`` are its events).
+            request: focus on this request: run until its next lifecycle event (any kind,
+                per-token ones included).
+
         Returns:
             A ``"step"`` stop whose ``events`` are the events recorded, or ``"finished"``.
+
+        Raises:
+            ValueError: both ``engine`` and ``request`` given, or the request is not in the
+                run (or the session keeps no history).
+            IndexError: no such engine.
         """
+        if engine is not None and request is not None:
+            raise ValueError("give step at most one of engine and request")
+        if engine is not None:
+            return self._step_engine(engine)
+        if request is not None:
+            return self._step_request(request)
         self._check_usable()
         done = self._end_or_none()
         if done is not None:
@@ -291,6 +393,79 @@ class ReplaySession:
         if done is not None and not events:
             return done
         return self._stopped("step", events, what="one step")
+
+    def _step_engine(self, index: int) -> Stop:
+        """:meth:`step` focused on engine ``index``."""
+        self.engine(index)  # IndexError for no such engine
+        self._check_usable()
+        done = self._end_or_none()
+        if done is not None:
+            return done
+        target = self._run.engines[index]
+        before = target.passes
+        self._recent.clear()
+        self._matched.clear()
+        recent = self._recent
+        mine = [len(recent)]
+
+        def moved() -> bool:
+            if target.passes != before:
+                return True
+            while mine[0] < len(recent):
+                if recent[mine[0]].engine == index:
+                    return True
+                mine[0] += 1
+            return False
+
+        saved, self._breakpoints = self._breakpoints, []
+        macro = target.macro_stepping
+        target.step_per_pass()  # every pass start is a callback to stop after
+        try:
+            self._drive(None, moved)
+        finally:
+            target.macro_stepping = macro
+            self._breakpoints = saved
+        events = tuple(e for e in self._recent if e.engine == index)
+        done = self._end_or_none()
+        if done is not None and not events:
+            return done
+        flight = pass_in_flight(target)
+        what = f"engine {index}"
+        if flight is not None and flight.start_ns == self.now_ns:
+            what += f" started pass {target.passes}: {flight.describe()}"
+        elif events:
+            what += ": its next events"
+        return self._stopped("step", events, what=what)
+
+    def _step_request(self, request_id: str) -> Stop:
+        """:meth:`step` focused on request ``request_id``."""
+        self._run_request(request_id)
+        self._need_history("request steps")
+        self._check_usable()
+        done = self._end_or_none()
+        if done is not None:
+            return done
+        last = self._last_kind.get(request_id)
+        if last is not None and last[0] in TERMINAL:
+            return self._stopped(
+                "step", (), what=f"request {request_id!r} has ended ({last[0].value})"
+            )
+        self._recent.clear()
+        self._matched.clear()
+        self._watched.clear()
+        watched = self._watched
+        self._watch = lambda e: e.request_id == request_id
+        saved, self._breakpoints = self._breakpoints, []
+        try:
+            self._drive(None, lambda: bool(watched))
+        finally:
+            self._watch = None
+            self._breakpoints = saved
+        events = tuple(self._watched)
+        done = self._end_or_none()
+        if done is not None and not events:
+            return done
+        return self._stopped("step", events, what=f"request {request_id!r}: next event")
 
     def step_callback(self) -> Stop:
         """Run exactly one callback of the virtual loop (a task step, a timer, ...).
@@ -483,7 +658,10 @@ class ReplaySession:
             ReplayFailedError: a step failed, as in :func:`replay.run`.
         """
         self._check_usable()
-        self._finish()
+        if self._run.result is None:
+            self._finish()
+            end = f"finished at {format_ns(self.now_ns)}"
+            self._mark(Stop("finished", self.now_ns, (), None, end))
         result = self.result
         failure = self.failure
         if failure is not None:
@@ -496,9 +674,15 @@ class ReplaySession:
         """Abandon an unfinished run: cancel its tasks and close its loop (idempotent).
 
         A finished session is already closed. After :meth:`close` the session can still be
-        inspected but not stepped.
+        inspected but not stepped. Safe inside a running event loop (an async test): the
+        run's own loop unwinds its tasks in place of the running one.
         """
-        self._run.close("the session was closed")
+        _detached(lambda: self._run.close("the session was closed"))
+
+    async def aclose(self) -> None:
+        """:meth:`close` from inside a running event loop (``async with`` calls it)."""
+        self.close()
+        await asyncio.sleep(0)
 
     def __enter__(self) -> ReplaySession:
         return self
@@ -506,11 +690,230 @@ class ReplaySession:
     def __exit__(self, *exc_info: object) -> None:
         self.close()
 
+    async def __aenter__(self) -> ReplaySession:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    # -- going back ---------------------------------------------------------------------
+
+    def back(self, n: int = 1) -> Stop:
+        """Go back ``n`` stops on the trail (:attr:`stops`), by re-executing the run.
+
+        ``n`` counts the stops the session made: ``back(1)`` returns to where the previous
+        running call stopped (the start, for the first one), ``back(len(stops))`` to the
+        start. The stops gone back over leave the trail. Breakpoints stay as they are (a time
+        breakpoint that fired is gone); predicate breakpoints start from their value at
+        the stop gone back to.
+
+        Returns:
+            A ``"rewind"`` stop with the events of the stop gone back to.
+
+        Raises:
+            ValueError: ``n`` is not an int >= 1, the trail has fewer stops, or the run
+                cannot be re-executed (it streams to a ``request_log``, or its options
+                cannot be copied).
+        """
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ValueError(f"back needs a number of stops >= 1, got {n!r}")
+        taken = len(self._trail) - 1
+        if n > taken:
+            raise ValueError(f"cannot go back {n} stops: the session has made {taken}")
+        self._check_usable()
+        position, stop = self._trail[-1 - n]
+        self._move_to(position)
+        del self._trail[len(self._trail) - n :]
+        events = () if stop is None else stop.events
+        was = "the start" if stop is None else stop.description.split("\n", 1)[0]
+        head = f"back at {format_ns(self.now_ns)} ({n} stop{'s' if n != 1 else ''} back: {was})"
+        lines = [head, *(f"  {describe_event(e)}" for e in events)]
+        return Stop("rewind", self.now_ns, events, None, "\n".join(lines))
+
+    def goto(self, time_ns: int | None = None, *, time_s: float | None = None) -> Stop:
+        """Go to a virtual instant, forward or back, ignoring breakpoints.
+
+        The session stops with the clock at the instant and nothing at that instant run yet,
+        as :meth:`run_until` does. Forward, the run goes on; back, it is re-executed from
+        the start up to the instant (:meth:`back` says what stays).
+
+        Returns:
+            A ``"time"`` stop (forward), a ``"rewind"`` stop (back), or ``"finished"`` when the
+            run ends first.
+
+        Raises:
+            ValueError: neither or both of ``time_ns`` and ``time_s``, a negative instant, or
+                a run that cannot be re-executed (see :meth:`back`).
+        """
+        if (time_ns is None) == (time_s is None):
+            raise ValueError("give goto exactly one of time_ns and time_s")
+        if time_s is not None:
+            if not math.isfinite(time_s):
+                raise ValueError(f"time_s must be finite, got {time_s!r}")
+            time_ns = round(time_s * 1_000_000_000)
+        when = cast(int, time_ns)
+        if isinstance(when, bool) or not isinstance(when, int) or when < 0:
+            raise ValueError(f"goto needs an instant >= 0 ns, got {when!r}")
+        self._check_usable()
+        if self._run.result is None and when >= self.now_ns:
+            saved, self._breakpoints = self._breakpoints, []
+            try:
+                return self._run_to(when, None, "time", f"reached {format_ns(when)}")
+            finally:
+                self._breakpoints = saved
+        self._move_to(Position(when, 0, -1, when))
+        if self._run.result is not None:  # the run ended before the instant
+            return self._stopped("finished", what=self._over())
+        return self._stopped("rewind", (), what=f"went back to {format_ns(when)}")
+
+    def _fresh_run(self) -> Run:
+        """A new run of the session's inputs, built as :meth:`build` built the first."""
+        if self._options is None or self._workload is None:
+            raise ValueError(
+                f"this session cannot go back: {self._not_rewindable or 'it was not built'}"
+            )
+        options = cast(RunOptions, pristine_options(self._options)[0])
+        parts, echo = setup(self._workload, options, caller="ReplaySession.build")
+        return Run(parts, self._workload, options.get("slo"), echo, self._run_id)
+
+    def _move_to(self, position: Position) -> None:
+        """Make the session stand at ``position``: go on from here when it lies ahead,
+        else re-execute a fresh run up to it."""
+        here = self._position()
+        # Going on with a watched run costs several times what a fast forward from the
+        # start costs per virtual second (docs/reference/debugging.md): go on only when
+        # the position is near.
+        if (
+            self._run.result is None
+            and here.before(position)
+            and not position.finished
+            and (position.time_ns - here.time_ns) * _WATCHED_COST <= position.time_ns
+        ):
+            self._advance_to(self._run, position)
+            return
+        observed = not self._history_on or self._timeline_filter is not None
+        found = _detached(lambda: self._reexecute(position, observed=observed))
+        if not found and not observed:
+            _detached(lambda: self._reexecute(position, observed=True))
+
+    def _advance_to(self, run: Run, position: Position) -> None:
+        """Run ``run`` forward to ``position`` (no breakpoint, no predicate)."""
+        if position.finished:
+            run.finish()
+            return
+        if run.now_ns < position.time_ns:
+            run.advance(position.time_ns)
+        loop = run.loop
+        while loop.instant_events() < position.callbacks and not run.done:
+            run.step_callback()
+        if run.done:
+            run.finish()
+
+    def _reset_recording(self) -> None:
+        self._history.clear()
+        self._last_kind.clear()
+        self._recent.clear()
+        self._matched.clear()
+        self._watched.clear()
+        self._watch = None
+        self._seen = 0
+
+    def _reexecute(self, position: Position, *, observed: bool) -> bool:
+        """Replace the run by a fresh one stopped at ``position``; return whether the
+        position was found exactly (see :mod:`replay._session_trail`)."""
+        run = self._fresh_run()
+        old = self._run
+        self._run = run
+        old.close("the session went back")
+        self._reset_recording()
+        journal = run.journal
+        fast = not observed and position.switch_ns > 0
+        if self._history_on:
+            journal.subscribe(self._on_event, kinds=NON_TOKEN_KINDS if fast else None)
+        self._record_timeline(run)
+        if fast:
+            run.advance(position.switch_ns)
+            if not run.done:
+                journal.subscribe(self._on_event, kinds=(EventKind.TOKEN,))
+                for engine in run.engines:
+                    macro = engine.macro_stepping
+                    engine.step_per_pass()  # the passes from here on record their tokens
+                    engine.macro_stepping = macro
+        self._advance_to(run, position)
+        self._recent.clear()
+        self._matched.clear()
+        for bp in self._breakpoints:
+            if bp.kind == "predicate" and not self.finished:
+                check = cast(Callable[[ReplaySession], bool], bp.predicate)
+                self._predicate_states[bp.number] = bool(check(self))
+        if position.events < 0:  # an instant asked for (goto): nothing more to check
+            return True
+        here = self._position()
+        return (here.time_ns, here.callbacks, here.events, here.finished) == (
+            position.time_ns,
+            position.callbacks,
+            position.events,
+            position.finished,
+        )
+
+    # -- timeline -----------------------------------------------------------------------
+
+    def timeline(self, filter: TimelineFilter | None = None) -> Timeline:
+        """Return the timeline of the run so far (a session built with ``timeline=``).
+
+        Phases still open are shown up to the latest event, marked ``incomplete``.
+
+        Args:
+            filter: the window and requests to show (default: the session's own); a session
+                built with a filter shows only that one.
+
+        Raises:
+            ValueError: the session records no timeline, or ``filter`` differs from the one
+                it records.
+        """
+        if self._recorder is None:
+            raise ValueError(
+                "this session records no timeline; build it with timeline=True "
+                "(or a TimelineFilter)"
+            )
+        self._run.journal.sync()
+        return self._recorder.timeline(filter)
+
+    def write_timeline(
+        self, path: str | os.PathLike[str], filter: TimelineFilter | None = None
+    ) -> Timeline:
+        """Write :meth:`timeline` to ``path`` (atomically, creating its directory).
+
+        Returns:
+            The timeline written.
+
+        Raises:
+            ValueError: as :meth:`timeline`.
+            OutputError: the file cannot be written.
+        """
+        timeline = self.timeline(filter)
+        target = Path(path)
+        make_directories(target.parent)
+        timeline.write(target)
+        return timeline
+
     # -- awaitable variants -------------------------------------------------------------
 
-    async def astep(self) -> Stop:
+    async def astep(self, *, engine: int | None = None, request: str | None = None) -> Stop:
         """:meth:`step` from inside a running event loop (an async test)."""
-        stop = _detached(self.step)
+        stop = _detached(lambda: self.step(engine=engine, request=request))
+        await asyncio.sleep(0)
+        return stop
+
+    async def aback(self, n: int = 1) -> Stop:
+        """:meth:`back` from inside a running event loop."""
+        stop = _detached(lambda: self.back(n))
+        await asyncio.sleep(0)
+        return stop
+
+    async def agoto(self, time_ns: int | None = None, *, time_s: float | None = None) -> Stop:
+        """:meth:`goto` from inside a running event loop."""
+        stop = _detached(lambda: self.goto(time_ns, time_s=time_s))
         await asyncio.sleep(0)
         return stop
 
@@ -682,6 +1085,9 @@ class ReplaySession:
             held=snap.held,
             reserving=snap.reserving,
             passes=engine.passes,
+            prefill_outstanding=snap.prefill_outstanding,
+            decode_outstanding=snap.decode_outstanding,
+            current_pass=pass_in_flight(engine),
         )
 
     def _trace(self, request_id: str) -> RequestTrace | None:

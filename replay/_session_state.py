@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Literal
 
 import attrs
 
-from engines import EventKind, LifecycleEvent, RequestTrace
+from engines import Engine, EventKind, LifecycleEvent, RequestTrace
 
 if TYPE_CHECKING:
     from ._session import ReplaySession
@@ -19,6 +19,7 @@ __all__ = (
     "Breakpoint",
     "BreakpointKind",
     "EngineState",
+    "PassInFlight",
     "PolicyState",
     "RequestState",
     "Stop",
@@ -26,9 +27,10 @@ __all__ = (
     "describe_event",
     "event_kind",
     "format_ns",
+    "pass_in_flight",
 )
 
-StopReason = Literal["step", "time", "predicate", "request", "breakpoint", "finished"]
+StopReason = Literal["step", "time", "predicate", "request", "breakpoint", "finished", "rewind"]
 BreakpointKind = Literal["time", "request", "event", "predicate"]
 
 _EVENT_ALIASES: dict[str, EventKind] = {
@@ -124,6 +126,9 @@ class Breakpoint:
     kinds: frozenset[EventKind] = frozenset()
     predicate: Callable[[ReplaySession], bool] | None = attrs.field(default=None, eq=False)
 
+    def __repr__(self) -> str:
+        return f"<Breakpoint {self.number}: {self.description}>"
+
     def matches(self, event: LifecycleEvent) -> bool:
         """Whether ``event`` triggers this breakpoint (request and event breakpoints)."""
         if self.kind == "request":
@@ -141,8 +146,10 @@ class Stop:
 
     Attributes:
         reason: ``"step"``, ``"time"`` (reached the instant asked for), ``"predicate"``,
-            ``"request"`` (the request reached the state asked for), ``"breakpoint"`` or
-            ``"finished"`` (the run is over; :attr:`ReplaySession.result` is set).
+            ``"request"`` (the request reached the state asked for), ``"breakpoint"``,
+            ``"finished"`` (the run is over; :attr:`ReplaySession.result` is set) or
+            ``"rewind"`` (:meth:`ReplaySession.back` or a :meth:`ReplaySession.goto` into the
+            past re-executed the run up to an earlier stop or instant).
         now_ns: the virtual time.
         events: the lifecycle events that explain the stop: those recorded by the last step,
             or those that matched the breakpoint or request state.
@@ -158,6 +165,79 @@ class Stop:
 
     def __str__(self) -> str:
         return self.description
+
+    def __repr__(self) -> str:
+        head = self.description.split("\n", 1)[0] or f"{self.reason} at {format_ns(self.now_ns)}"
+        tail = f" [{_count(len(self.events), 'event')}]" if self.events else ""
+        return f"<Stop {head}{tail}>"
+
+
+@attrs.frozen
+class PassInFlight:
+    """The pass an engine is running now.
+
+    Attributes:
+        start_ns: when it started.
+        end_ns: when it ends (its deadline).
+        request_ids: the requests it serves, in scheduling order.
+        prefill_tokens: prompt (or recompute) positions it computes.
+        decode_tokens: decode steps it takes (one per request that has sampled).
+    """
+
+    start_ns: int
+    end_ns: int
+    request_ids: tuple[str, ...]
+    prefill_tokens: int
+    decode_tokens: int
+
+    def describe(self) -> str:
+        """Return one line: the interval and the composition."""
+        return (
+            f"pass {format_ns(self.start_ns)} -> {format_ns(self.end_ns)}: "
+            f"{_count(len(self.request_ids), 'request')}, {self.prefill_tokens} prefill + "
+            f"{self.decode_tokens} decode tokens"
+        )
+
+    def __repr__(self) -> str:
+        return f"<PassInFlight {self.describe()}>"
+
+
+def pass_in_flight(engine: Engine) -> PassInFlight | None:
+    """Return the pass ``engine`` runs now, or ``None`` when it is between passes.
+
+    Reads the engine's planned pass (one deadline per pass) or the pass of its macro-stepped
+    run that is in flight (after bringing the run to now), without changing anything.
+    """
+    end_ns = engine.pass_end_ns  # brings a macro-stepped run to now
+    if end_ns is None:
+        return None
+    # The engine keeps its pass in flight privately: the per-pass plan, or the macro run.
+    plan = engine._pass
+    if plan is not None:
+        # the engine's own rule for a prefill chunk (what its PREFILL_CHUNK events record)
+        decode_role = engine.role == "decode"
+        prefill = decode = 0
+        for n, before in zip(plan.scheduled, plan.output_before, strict=True):
+            if n > 1 or (not decode_role and before == 0):
+                prefill += n
+            else:
+                decode += n
+        return PassInFlight(
+            plan.start_ns, plan.end_ns, tuple(s.rid for s in plan.entries), prefill, decode
+        )
+    run = engine._run
+    if run is None:  # pragma: no cover - pass_end_ns said a pass is in flight
+        return None
+    i = run.committed
+    seqs = run._seqs
+    ids = [seqs[j].rid for j in run._batch]
+    prefill = 0
+    chunk = run._chunk
+    if chunk is not None and run._chunk_ends is not None:
+        ends = run._chunk_ends
+        prefill = ends[i] - (ends[i - 1] if i > 0 else run._c0[-1])
+        ids.append(chunk.rid)
+    return PassInFlight(run.starts[i], run.ends[i], tuple(ids), prefill, len(run._batch))
 
 
 @attrs.frozen
@@ -178,6 +258,10 @@ class EngineState:
         held: prefill role, requests whose KV is held for a transfer.
         reserving: decode role, requests waiting for a reservation.
         passes: passes planned so far.
+        prefill_outstanding: prompt (or recompute) positions still to compute before each
+            queued or running request next samples, prefix hits not yet subtracted.
+        decode_outstanding: tokens still to generate by queued and running requests.
+        current_pass: the pass in flight (interval and composition), if any.
     """
 
     index: int
@@ -193,6 +277,9 @@ class EngineState:
     held: tuple[str, ...]
     reserving: tuple[str, ...]
     passes: int
+    prefill_outstanding: int = 0
+    decode_outstanding: int = 0
+    current_pass: PassInFlight | None = None
 
     def describe(self) -> str:
         """Return a few lines about the engine."""
@@ -205,12 +292,30 @@ class EngineState:
             f"  running ({len(self.running)}): {_ids(self.running)}",
             f"  KV blocks: {self.kv_blocks_used} used, {self.kv_blocks_free} free of "
             f"{self.kv_blocks_total}; {self.cached_blocks} hold cached prefixes",
+            f"  outstanding: {self.prefill_outstanding} prefill, {self.decode_outstanding} "
+            "decode tokens",
         ]
+        if self.current_pass is not None:
+            lines.append(f"  {self.current_pass.describe()}")
         if self.held:
             lines.append(f"  held for transfer: {_ids(self.held)}")
         if self.reserving:
             lines.append(f"  awaiting reservation: {_ids(self.reserving)}")
         return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        flight = ""
+        if self.current_pass is not None:
+            p = self.current_pass
+            flight = (
+                f", pass to {format_ns(p.end_ns)} ({_count(len(p.request_ids), 'request')}, "
+                f"{p.prefill_tokens}+{p.decode_tokens} tokens)"
+            )
+        return (
+            f"<EngineState {self.index} ({self.role}) {len(self.waiting)} waiting, "
+            f"{len(self.running)} running, KV {self.kv_blocks_used}/{self.kv_blocks_total}"
+            f"{flight}>"
+        )
 
 
 @attrs.frozen
@@ -247,6 +352,11 @@ class RequestState:
         lines.extend(f"  {describe_event(e)}" for e in self.history)
         return "\n".join(lines)
 
+    def __repr__(self) -> str:
+        where = "" if self.engine is None else f" on engine {self.engine}"
+        events = _count(len(self.history), "event")
+        return f"<RequestState {self.request_id!r} {self.state}{where}, {events}>"
+
 
 @attrs.frozen
 class PolicyState:
@@ -274,6 +384,12 @@ class PolicyState:
             f"{self.queued} not yet taken, {self.unsettled} unsettled; next wakeup: {wakeup}"
         )
 
+    def __repr__(self) -> str:
+        return (
+            f"<PolicyState {self.name!r} holds {len(self.held)}, {self.queued} not yet taken, "
+            f"{self.unsettled} unsettled>"
+        )
+
 
 def _ids(ids: tuple[str, ...], limit: int = 8) -> str:
     if not ids:
@@ -281,3 +397,6 @@ def _ids(ids: tuple[str, ...], limit: int = 8) -> str:
     shown = ", ".join(ids[:limit])
     return shown + (f", ... (+{len(ids) - limit})" if len(ids) > limit else "")
 
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")

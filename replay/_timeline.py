@@ -89,8 +89,9 @@ class TimelineFilter:
         end_ns: show nothing that starts after this virtual instant (``None``: to the end).
             Spans crossing a bound are clipped to it.
         request_ids: show only these requests' spans, flows and instants, and only the
-            passes that ran at least one of them (``None``: every request). Counters are
-            shown whatever the request filter.
+            passes that ran at least one of them or ran on an engine while one of them
+            waited there (``None``: every request). Counters are shown whatever the
+            request filter.
     """
 
     start_ns: int | None = attrs.field(default=None, kw_only=True)
@@ -493,9 +494,14 @@ class TimelineRecorder:
             seq += 1
 
         passes = self._pass_list()
+        waits = self._waits(f)
         for engine, start, end, acc in passes:
             batch = acc.batch(self._admitted.get((engine, start), ()))
             shown = f.request_ids is None or any(r in f.request_ids for r in batch)
+            if not shown:
+                # the passes that ran while a shown request waited on this engine: what
+                # made it wait
+                shown = any(lo < end and start < hi for lo, hi in waits.get(engine, ()))
             if not shown or not f.overlaps(start, end):
                 continue
             prefill_tokens = sum(acc.prefill.values())
@@ -640,6 +646,22 @@ class TimelineRecorder:
         metadata = self._metadata(link_pid)
         return Timeline(tuple(metadata + [event for _, _, event in records]))
 
+    def _waits(self, f: TimelineFilter) -> dict[int, list[tuple[int, int]]]:
+        """Per engine, the intervals in which a request of ``f``'s request filter waited
+        there (its ``queued`` spans); empty without a request filter."""
+        if f.request_ids is None:
+            return {}
+        waits: dict[int, list[tuple[int, int]]] = {}
+        spans = [(s.request_id, s.name, s.pid, s.start_ns, s.end_ns) for s in self._spans]
+        spans.extend(
+            (rid, o.name, o.pid, o.start_ns, max(o.start_ns, self._last_ns))
+            for rid, o in self._open.items()
+        )
+        for rid, name, pid, start, end in spans:
+            if pid > ROUTER_PID and name in _WAITING and rid in f.request_ids:
+                waits.setdefault(pid - 1, []).append((start, end))
+        return waits
+
     def _pass_list(self) -> list[tuple[int, int, int, _PassAcc]]:
         """Every complete-looking pass as ``(engine, start_ns, end_ns, acc)``, in time order."""
         out: list[tuple[int, int, int, _PassAcc]] = []
@@ -694,6 +716,7 @@ class TimelineRecorder:
 
 
 _INCOMPLETE: tuple[tuple[str, JsonValue], ...] = (("incomplete", True),)
+_WAITING = frozenset({"queued"})
 _PRUNE_AT = 4096
 
 

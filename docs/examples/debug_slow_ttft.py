@@ -15,7 +15,7 @@ import replay
 from engines import EngineConfig, FixedTiming
 from loadgen import read_trace
 from policies import KVAware
-from replay import ReplaySession, TimelineFilter, TimelineRecorder
+from replay import ReplaySession, TimelineFilter
 
 TOPOLOGY = replay.Aggregated(
     workers=2,
@@ -44,10 +44,11 @@ def main() -> None:
         )
         rid = worst.request_id
 
-        # 2. Build the same replay without running it; step to the request's engine arrival.
-        with ReplaySession.build(workload, topology=TOPOLOGY, policy=KVAware(), seed=0) as s:
-            recorder = TimelineRecorder(views=[e.view for e in s.engines])
-            s.journal.subscribe(recorder.on_event)  # records the timeline as the run goes
+        # 2. Build the same replay without running it (recording its timeline as it goes);
+        #    step to the request's engine arrival.
+        with ReplaySession.build(
+            workload, topology=TOPOLOGY, policy=KVAware(), seed=0, timeline=True
+        ) as s:
             print(s.run_until_request(rid, "queued"))
             print(s.engine(0).describe())
 
@@ -61,18 +62,33 @@ def main() -> None:
                 print(f"preempted again at {stop.now_ns / 1e9:.2f} s")
             print(stop)
             print(s.request(rid).describe())
-            s.run()  # to the end: the same report as replay.run gave
 
-        # 5. A timeline of that request only, from its arrival to its first token.
-        window = TimelineFilter(start_ns=3_000_000_000, end_ns=11_540_000_000, request_ids=[rid])
-        timeline = recorder.timeline(window)
-        path = Path(tmp) / "timeline.json"
-        timeline.write(path)
-        events = json.loads(path.read_bytes())["traceEvents"]
-        spans = [e for e in events if e["ph"] == "b"]
-        print(f"{len(events)} trace events; phases of {rid}:")
-        for e in spans:
-            print(f"  {e['ts'] / 1e6:7.3f} s  {e['name']}")
+            # 5. A timeline of that request only, from its arrival to its first token: the
+            #    passes that ran it and those that ran on its engine while it waited.
+            window = TimelineFilter(
+                start_ns=3_000_000_000, end_ns=11_540_000_000, request_ids=[rid]
+            )
+            path = Path(tmp) / "timeline.json"
+            s.write_timeline(path, window)
+            events = json.loads(path.read_bytes())["traceEvents"]
+            spans = [e for e in events if e["ph"] == "b"]
+            passes = [e for e in events if e.get("name") == "pass"]
+            waited = [e for e in passes if rid not in e["args"]["request_ids"]]
+            print(
+                f"{len(events)} trace events, {len(passes)} passes ({len(waited)} while it waited)"
+            )
+            print(f"phases of {rid}:")
+            for e in spans:
+                print(f"  {e['ts'] / 1e6:7.3f} s  {e['name']}")
+
+            # 6. Go back: to the stop before the first token, then to an instant.
+            print(repr(s.back(1)))
+            print(repr(s.goto(time_s=8.74)))
+            print(repr(s.engine(0)))
+            print(repr(s.step(engine=0)))  # the pass ending at 8.74 s commits
+            print(repr(s.step(engine=0)))  # the next one starts
+            print(s.engine(0).current_pass)
+            s.run()  # to the end: the same report as replay.run gave
 
 
 if __name__ == "__main__":

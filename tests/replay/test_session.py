@@ -274,6 +274,8 @@ def test_describe_lists_engines_policy_and_requests_in_flight() -> None:
         "  waiting (1): B\n"
         "  running (1): A\n"
         "  KV blocks: 11 used, 9 free of 20; 19 hold cached prefixes\n"
+        "  outstanding: 640 prefill, 319 decode tokens\n"
+        "  pass 0.500000000 s -> 0.510000000 s: 1 request, 0 prefill + 1 decode tokens\n"
         "policy 'round_robin': holds 0 (-), 0 not yet taken, 0 unsettled; next wakeup: none\n"
         "in flight: 2 (1 running, 1 waiting)"
     )
