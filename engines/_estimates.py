@@ -57,6 +57,20 @@ class PassInFlight:
     prefill_tokens: int
     decode_tokens: int
 
+    def __repr__(self) -> str:
+        n = len(self.request_ids)
+        return (
+            f"<PassInFlight pass {_seconds(self.start_ns)} -> {_seconds(self.end_ns)}: "
+            f"{n} request{'' if n == 1 else 's'}, {self.prefill_tokens} prefill + "
+            f"{self.decode_tokens} decode tokens>"
+        )
+
+
+def _seconds(time_ns: int) -> str:
+    """A virtual time as seconds with all nine decimals, e.g. ``"12.500000000 s"``."""
+    seconds, rest = divmod(time_ns, 1_000_000_000)
+    return f"{seconds}.{rest:09d} s"
+
 
 @attrs.frozen
 class PlacementEstimate:
@@ -98,10 +112,11 @@ def pass_in_flight(plan: Pass, role: str) -> PassInFlight:
             continue  # cancelled while the pass runs
         n = plan.scheduled[j]
         ids.append(s.rid)
-        if decode_role or (n == 1 and plan.output_before[j] >= 1):
-            decode += 1
-        else:
+        # the engine's own rule for a prefill chunk (what its PREFILL_CHUNK events record)
+        if n > 1 or (not decode_role and plan.output_before[j] == 0):
             prefill += n
+        else:
+            decode += n
     return PassInFlight(plan.start_ns, plan.end_ns, tuple(ids), prefill, decode)
 
 

@@ -88,7 +88,6 @@ from ._series import read_series as read_series
 from ._session import ReplaySession as ReplaySession
 from ._session_state import Breakpoint as Breakpoint
 from ._session_state import EngineState as EngineState
-from ._session_state import PassInFlight as PassInFlight
 from ._session_state import PolicyState as PolicyState
 from ._session_state import RequestState as RequestState
 from ._session_state import Stop as Stop
@@ -138,7 +137,6 @@ __all__ = (
     "PDConfigError",
     "PDPhases",
     "PDRuntime",
-    "PassInFlight",
     "PlacementOrder",
     "PlaySummary",
     "PlotExtraMissing",

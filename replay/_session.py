@@ -51,15 +51,14 @@ from ._session_state import (
     TERMINAL,
     Breakpoint,
     EngineState,
-    PassInFlight,
     PolicyState,
     RequestState,
     Stop,
     StopReason,
     describe_event,
+    describe_pass,
     event_kind,
     format_ns,
-    pass_in_flight,
 )
 from ._session_trail import NON_TOKEN_KINDS, START, Position, pristine_options
 from ._timeline import Timeline, TimelineFilter, TimelineRecorder
@@ -67,7 +66,6 @@ from ._timeline import Timeline, TimelineFilter, TimelineRecorder
 __all__ = (
     "Breakpoint",
     "EngineState",
-    "PassInFlight",
     "PolicyState",
     "ReplaySession",
     "RequestState",
@@ -310,7 +308,7 @@ class ReplaySession:
         now = self.now_ns
         if self._run.result is not None:
             return Position(now, 0, self._seen, 0, finished=True)
-        starts = [p.start_ns for p in (pass_in_flight(e) for e in self._run.engines) if p]
+        starts = [p.start_ns for p in (e.view.pass_in_flight for e in self._run.engines) if p]
         callbacks = self._run.loop.instant_events()
         return Position(now, callbacks, self._seen, min([now, *starts]))
 
@@ -429,10 +427,10 @@ class ReplaySession:
         done = self._end_or_none()
         if done is not None and not events:
             return done
-        flight = pass_in_flight(target)
+        flight = target.view.pass_in_flight
         what = f"engine {index}"
         if flight is not None and flight.start_ns == self.now_ns:
-            what += f" started pass {target.passes}: {flight.describe()}"
+            what += f" started pass {target.passes}: {describe_pass(flight)}"
         elif events:
             what += ": its next events"
         return self._stopped("step", events, what=what)
@@ -1087,7 +1085,7 @@ class ReplaySession:
             passes=engine.passes,
             prefill_outstanding=snap.prefill_outstanding,
             decode_outstanding=snap.decode_outstanding,
-            current_pass=pass_in_flight(engine),
+            current_pass=engine.view.pass_in_flight,
         )
 
     def _trace(self, request_id: str) -> RequestTrace | None:

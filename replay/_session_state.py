@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Literal
 
 import attrs
 
-from engines import Engine, EventKind, LifecycleEvent, RequestTrace
+from engines import EventKind, LifecycleEvent, PassInFlight, RequestTrace
 
 if TYPE_CHECKING:
     from ._session import ReplaySession
@@ -19,15 +19,14 @@ __all__ = (
     "Breakpoint",
     "BreakpointKind",
     "EngineState",
-    "PassInFlight",
     "PolicyState",
     "RequestState",
     "Stop",
     "StopReason",
     "describe_event",
+    "describe_pass",
     "event_kind",
     "format_ns",
-    "pass_in_flight",
 )
 
 StopReason = Literal["step", "time", "predicate", "request", "breakpoint", "finished", "rewind"]
@@ -172,72 +171,13 @@ class Stop:
         return f"<Stop {head}{tail}>"
 
 
-@attrs.frozen
-class PassInFlight:
-    """The pass an engine is running now.
-
-    Attributes:
-        start_ns: when it started.
-        end_ns: when it ends (its deadline).
-        request_ids: the requests it serves, in scheduling order.
-        prefill_tokens: prompt (or recompute) positions it computes.
-        decode_tokens: decode steps it takes (one per request that has sampled).
-    """
-
-    start_ns: int
-    end_ns: int
-    request_ids: tuple[str, ...]
-    prefill_tokens: int
-    decode_tokens: int
-
-    def describe(self) -> str:
-        """Return one line: the interval and the composition."""
-        return (
-            f"pass {format_ns(self.start_ns)} -> {format_ns(self.end_ns)}: "
-            f"{_count(len(self.request_ids), 'request')}, {self.prefill_tokens} prefill + "
-            f"{self.decode_tokens} decode tokens"
-        )
-
-    def __repr__(self) -> str:
-        return f"<PassInFlight {self.describe()}>"
-
-
-def pass_in_flight(engine: Engine) -> PassInFlight | None:
-    """Return the pass ``engine`` runs now, or ``None`` when it is between passes.
-
-    Reads the engine's planned pass (one deadline per pass) or the pass of its macro-stepped
-    run that is in flight (after bringing the run to now), without changing anything.
-    """
-    end_ns = engine.pass_end_ns  # brings a macro-stepped run to now
-    if end_ns is None:
-        return None
-    # The engine keeps its pass in flight privately: the per-pass plan, or the macro run.
-    plan = engine._pass
-    if plan is not None:
-        # the engine's own rule for a prefill chunk (what its PREFILL_CHUNK events record)
-        decode_role = engine.role == "decode"
-        prefill = decode = 0
-        for n, before in zip(plan.scheduled, plan.output_before, strict=True):
-            if n > 1 or (not decode_role and before == 0):
-                prefill += n
-            else:
-                decode += n
-        return PassInFlight(
-            plan.start_ns, plan.end_ns, tuple(s.rid for s in plan.entries), prefill, decode
-        )
-    run = engine._run
-    if run is None:  # pragma: no cover - pass_end_ns said a pass is in flight
-        return None
-    i = run.committed
-    seqs = run._seqs
-    ids = [seqs[j].rid for j in run._batch]
-    prefill = 0
-    chunk = run._chunk
-    if chunk is not None and run._chunk_ends is not None:
-        ends = run._chunk_ends
-        prefill = ends[i] - (ends[i - 1] if i > 0 else run._c0[-1])
-        ids.append(chunk.rid)
-    return PassInFlight(run.starts[i], run.ends[i], tuple(ids), prefill, len(run._batch))
+def describe_pass(p: PassInFlight) -> str:
+    """One line: a pass's interval and composition."""
+    return (
+        f"pass {format_ns(p.start_ns)} -> {format_ns(p.end_ns)}: "
+        f"{_count(len(p.request_ids), 'request')}, {p.prefill_tokens} prefill + "
+        f"{p.decode_tokens} decode tokens"
+    )
 
 
 @attrs.frozen
@@ -296,7 +236,7 @@ class EngineState:
             "decode tokens",
         ]
         if self.current_pass is not None:
-            lines.append(f"  {self.current_pass.describe()}")
+            lines.append(f"  {describe_pass(self.current_pass)}")
         if self.held:
             lines.append(f"  held for transfer: {_ids(self.held)}")
         if self.reserving:
