@@ -43,6 +43,7 @@ from ._cli_debug import (
     run_observed,
     write_timeline,
 )
+from ._cli_sweep import add_sweep_parser
 from ._config import (
     POLICIES,
     READER_KEYS,
@@ -222,6 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     inspect.set_defaults(parser=inspect)
     add_datasets_parser(cast("argparse._SubParsersAction[argparse.ArgumentParser]", commands))
+    add_sweep_parser(cast("argparse._SubParsersAction[argparse.ArgumentParser]", commands))
     return parser
 
 
