@@ -4,7 +4,8 @@
 :class:`ReplayResult` (``replay.Run`` is the same replay as an object to advance);
 ``replay.finalize`` turns any run's journal into one, and ``replay.write_outputs`` writes it.
 ``simclock replay`` is the command line over all of it; its configuration (files, flags, name
-registries) is :mod:`replay.config`.
+registries) is :mod:`replay.config`. ``replay.sweep`` runs a grid of such configurations
+through an executor (local processes or Ray) and writes one table of their metrics.
 """
 
 from __future__ import annotations
@@ -13,6 +14,9 @@ from ._exceptions import ReplayError as ReplayError
 from ._exceptions import ReplayFailedError as ReplayFailedError
 from ._exceptions import ReplayInterrupted as ReplayInterrupted
 from ._exceptions import WorkloadValidationError as WorkloadValidationError
+from ._executors import Executor as Executor
+from ._executors import LocalExecutor as LocalExecutor
+from ._executors import RayExecutor as RayExecutor
 from ._inspect import format_workload_stats as format_workload_stats
 from ._inspect import inspect_trace as inspect_trace
 from ._inspect import workload_stats_json as workload_stats_json
@@ -78,6 +82,12 @@ from ._session_state import RequestState as RequestState
 from ._session_state import Stop as Stop
 from ._session_state import describe_event as describe_event
 from ._session_state import format_ns as format_ns
+from ._sweep import SweepResult as SweepResult
+from ._sweep import SweepRow as SweepRow
+from ._sweep import sweep as sweep
+from ._sweep_spec import SweepRun as SweepRun
+from ._sweep_spec import SweepSpec as SweepSpec
+from ._sweep_spec import load_sweep as load_sweep
 from ._timeline import EngineCounters as EngineCounters
 from ._timeline import Timeline as Timeline
 from ._timeline import TimelineFilter as TimelineFilter
@@ -108,10 +118,12 @@ __all__ = (
     "EngineSummary",
     "EngineUsage",
     "EventCounter",
+    "Executor",
     "Goodput",
     "Handoff",
     "KVLink",
     "LifecycleEvidence",
+    "LocalExecutor",
     "OutputError",
     "PDConfigError",
     "PDPhases",
@@ -122,6 +134,7 @@ __all__ = (
     "PreparedWorkload",
     "Progress",
     "ProgressMode",
+    "RayExecutor",
     "ReplayError",
     "ReplayFailedError",
     "ReplayInterrupted",
@@ -138,6 +151,10 @@ __all__ = (
     "SLOError",
     "Stop",
     "Summary",
+    "SweepResult",
+    "SweepRow",
+    "SweepRun",
+    "SweepSpec",
     "TerminalStatus",
     "Timeline",
     "TimelineFilter",
@@ -155,6 +172,7 @@ __all__ = (
     "format_workload_stats",
     "handoff_timeline_svg",
     "inspect_trace",
+    "load_sweep",
     "make_progress",
     "normalize_block_ids",
     "pd_phases",
@@ -163,6 +181,7 @@ __all__ = (
     "request_json",
     "run",
     "summary_json",
+    "sweep",
     "timeline_from_events",
     "validate_requests",
     "workload_stats_json",

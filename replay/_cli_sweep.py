@@ -18,7 +18,7 @@ from ._config import ConfigError
 from ._executors import Executor, LocalExecutor, RayExecutor
 from ._files import OutputError
 from ._sweep import SWEEP_CSV, SWEEP_JSON, sweep
-from ._sweep_spec import load_sweep
+from ._sweep_spec import load_sweep, locate_error
 
 __all__ = ("add_sweep_parser", "after_sweep", "run_sweep")
 
@@ -124,12 +124,15 @@ def run_sweep(args: argparse.Namespace, *, stderr: TextIO | None = None) -> int:
         output_dir = args.output_dir if args.output_dir is not None else file_output_dir
         if output_dir is None:
             raise ConfigError(f"{args.sweep_file}: output_dir: not set (or give --output-dir)")
-        result = sweep(
-            spec,
-            output_dir=output_dir,
-            executor=executor,
-            progress=None if args.quiet else err,
-        )
+        try:
+            result = sweep(
+                spec,
+                output_dir=output_dir,
+                executor=executor,
+                progress=None if args.quiet else err,
+            )
+        except ConfigError as exc:
+            raise locate_error(exc, args.sweep_file) from None
     except KeyboardInterrupt:
         print("simclock sweep: interrupted; the table holds the runs finished so far", file=err)
         return _EXIT_INTERRUPTED

@@ -42,6 +42,7 @@ __all__ = (
     "SweepRun",
     "SweepSpec",
     "load_sweep",
+    "locate_error",
     "run_config",
     "run_id",
 )
@@ -147,6 +148,8 @@ class SweepSpec:
             None,
         )
         if axis is not None:
+            # "engine: max_num_seqs: problem" said of the axis engine.max_num_seqs
+            problem = problem.removeprefix(axis[len(key) + 1 :] + ": ") if axis != key else problem
             return f"{self.source}: grid.{axis}: {problem}"
         return f"{self.source}: base.{key}: {problem}"
 
@@ -208,14 +211,22 @@ def _value_text(value: object) -> str:
     return str(value)
 
 
+def _shorten(text: str) -> str:
+    """``text`` cut to 32 characters: its first 14 and last 16, joined by ``..``."""
+    if len(text) <= _ID_VALUE_CHARS:
+        return text
+    return f"{text[:14]}..{text[-16:]}"
+
+
 def run_id(index: int, params: Mapping[str, Any], seed: int | None, *, width: int = 3) -> str:
     """The id of run ``index``: ``r003-policy=kv_aware-workers=4-seed=1``.
 
-    Each value is written as text (a table as ``k=v,...``), cut to 32 characters; every
+    Each value is written as text (a table as ``k=v,...``), a longer one than 32 characters
+    cut to its first 14 and last 16 joined by ``..``; every
     character outside ``[A-Za-z0-9_.=-]`` becomes ``_``. The position makes it unique.
     """
     parts = [f"r{index:0{width}d}"]
-    parts += [f"{key}={_value_text(value)[:_ID_VALUE_CHARS]}" for key, value in params.items()]
+    parts += [f"{key}={_shorten(_value_text(value))}" for key, value in params.items()]
     if seed is not None:
         parts.append(f"seed={seed}")
     return _UNSAFE.sub("_", "-".join(parts))
@@ -313,6 +324,21 @@ def _axes(table: Mapping[str, Any], prefix: str = "") -> list[tuple[str, Any]]:
         else:
             out.append((name, value))
     return out
+
+
+def locate_error(exc: ConfigError, path: str | Path) -> ConfigError:
+    """``file: key: problem`` about the sweep file ``path`` as ``file:LINE: key: problem``
+    (the line where ``key`` is written, when it can be found).
+
+    Args:
+        exc: the error.
+        path: the sweep file.
+    """
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig")
+    except (OSError, UnicodeDecodeError):
+        return exc
+    return _with_line(exc, str(path), _KeyLines(text))
 
 
 def _with_line(exc: ConfigError, where: str, lines: _KeyLines) -> ConfigError:
