@@ -150,13 +150,12 @@ class RayExecutor:
         started = not ray.is_initialized()
         if started:
             # Ray's own start-up messages are not the sweep's progress.
-            options: dict[str, Any] = {
-                "include_dashboard": False,
-                "logging_level": logging.ERROR,
-                **self.init_options,
-            }
-            if self.address is not None:
+            options: dict[str, Any] = {"logging_level": logging.ERROR}
+            if self.address is None:
+                options["include_dashboard"] = False  # a local instance for this sweep only
+            else:
                 options["address"] = self.address
+            options.update(self.init_options)
             if self.num_cpus is not None:
                 options["num_cpus"] = self.num_cpus
             if self.runtime_env is not None:

@@ -7,6 +7,9 @@ where Ray cannot be imported at all.
 
 from __future__ import annotations
 
+import runpy
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -29,10 +32,13 @@ SPEC = SweepSpec(
 
 
 @pytest.fixture(scope="module")
-def local_ray() -> Iterator[None]:
-    ray.init(num_cpus=2, include_dashboard=False, logging_level="error", log_to_driver=False)
+def local_ray() -> Iterator[str]:
+    """A local Ray instance for the module; yields its address (another process can join)."""
+    context = ray.init(
+        num_cpus=2, include_dashboard=False, logging_level="error", log_to_driver=False
+    )
     try:
-        yield
+        yield context.address_info["gcs_address"]
     finally:
         ray.shutdown()
 
@@ -45,7 +51,7 @@ def _files(directory: Path) -> dict[str, bytes]:
     }
 
 
-def test_ray_runs_write_the_same_bytes_as_local_runs(local_ray: None, tmp_path: Path) -> None:
+def test_ray_runs_write_the_same_bytes_as_local_runs(local_ray: str, tmp_path: Path) -> None:
     on_ray = sweep(SPEC, output_dir=tmp_path / "ray", executor=RayExecutor())
     assert on_ray.ran == 8 and on_ray.failed == ()
     assert ray.is_initialized()  # an instance it did not start is left running
@@ -68,7 +74,7 @@ class Failing(RoundRobin):
 
 
 def test_the_command_line_on_ray_marks_a_failed_run_and_keeps_its_report(
-    local_ray: None,
+    local_ray: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
@@ -95,3 +101,41 @@ def test_the_command_line_on_ray_marks_a_failed_run_and_keeps_its_report(
         "requests.jsonl",
         "summary.json",
     ]
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples"
+
+RAY_EXAMPLE = """\
+r000-policy=random-seed=0 ok median TTFT 13.0 ms
+r001-policy=random-seed=1 ok median TTFT 13.3 ms
+r002-policy=least_loaded-seed=0 ok median TTFT 14.0 ms
+r003-policy=least_loaded-seed=1 ok median TTFT 13.0 ms
+14 files, identical to the local run: True
+"""
+
+
+def test_the_ray_example_of_the_docs_prints_what_they_show(
+    local_ray: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # docs/examples/sweep_on_ray.py, on this module's Ray instance (one start for the module)
+    runpy.run_path(str(EXAMPLES / "sweep_on_ray.py"), run_name="__main__")
+    assert capsys.readouterr().out == RAY_EXAMPLE
+
+
+def test_the_command_line_joins_an_existing_cluster_by_its_address(
+    local_ray: str, tmp_path: Path
+) -> None:
+    sweep_file = tmp_path / "s.toml"
+    sweep_file.write_text(
+        f'[base]\nworkers = 2\nworkload.synthetic = "{SYNTHETIC}"\n'
+        '[grid]\npolicy = ["random", "kv_aware"]\n'
+    )
+    command = [sys.executable, "-m", "simclock", "sweep", str(sweep_file), "--quiet"]
+    command += ["--output-dir", str(tmp_path / "joined"), "--executor", "ray"]
+    command += ["--ray-address", local_ray]
+    done = subprocess.run(command, capture_output=True, text=True, check=False, timeout=300)
+    assert (done.returncode, done.stdout) == (0, "")
+    spec, _ = load_sweep(sweep_file)
+    sweep(spec, output_dir=tmp_path / "local")
+    assert _files(tmp_path / "joined") == _files(tmp_path / "local")
+    assert ray.is_initialized() and ray.cluster_resources()["CPU"] == 2  # still there
