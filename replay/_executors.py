@@ -18,7 +18,9 @@ from __future__ import annotations
 
 import concurrent.futures
 import importlib.util
+import itertools
 import logging
+import signal
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Protocol, TypeVar, runtime_checkable
 
@@ -93,13 +95,42 @@ class LocalExecutor:
             for item in items:
                 yield fn(item)
             return
-        pool = concurrent.futures.ProcessPoolExecutor(max_workers=min(self.jobs, len(items)))
+        workers = min(self.jobs, len(items))
+        pool = concurrent.futures.ProcessPoolExecutor(
+            max_workers=workers, initializer=_worker_signals
+        )
+        waiting = iter(items)
         try:
-            futures = [pool.submit(fn, item) for item in items]
-            for future in concurrent.futures.as_completed(futures):
-                yield future.result()
+            # No more calls in flight than workers: a pool fed everything at once queues
+            # calls ahead, and those would still start after an interrupt.
+            running = {pool.submit(_call, fn, i) for i in itertools.islice(waiting, workers)}
+            while running:
+                done, running = concurrent.futures.wait(
+                    running, return_when=concurrent.futures.FIRST_COMPLETED
+                )
+                for future in done:
+                    yield future.result()
+                    for following in itertools.islice(waiting, 1):
+                        running.add(pool.submit(_call, fn, following))
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _worker_signals() -> None:
+    """A local worker process ignores Ctrl-C while it waits for work (it leaves when the
+    pool shuts down) and ends on SIGTERM, whatever handlers the parent had."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
+def _call(fn: Callable[[_T], _R], item: _T) -> _R:
+    """``fn(item)`` in a local worker process, interrupted by Ctrl-C like the parent (the run
+    cleans up after itself)."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return fn(item)
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
 @attrs.frozen

@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 import tomllib
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -315,3 +320,41 @@ def test_the_python_api_takes_the_runs_themselves(tmp_path: Path) -> None:
 def test_quiet_prints_nothing(sweep_file: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["sweep", str(sweep_file), "--quiet"]) == EXIT_OK
     assert capsys.readouterr() == ("", "")
+
+
+def test_ctrl_c_stops_the_worker_processes_and_leaves_only_whole_runs(
+    tmp_path: Path,
+) -> None:
+    # Four runs of a few seconds each in two worker processes; Ctrl-C (SIGINT to the process
+    # group, as a terminal sends it) once the first two are in the table.
+    (tmp_path / "s.toml").write_text(
+        '[base]\nworkers = 2\nworkload.synthetic = "count=800 arrivals=poisson(50) '
+        'input=2000 output=100"\n[grid]\npolicy = ["round_robin", "kv_aware", "random", '
+        '"least_loaded"]\n'
+    )
+    command = [sys.executable, "-m", "simclock", "sweep", "s.toml", "--output-dir", "out"]
+    command += ["--jobs", "2"]
+    process = subprocess.Popen(
+        command, cwd=tmp_path, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    table = tmp_path / "out" / "sweep.json"
+    try:
+        for _ in range(6000):  # at most 10 minutes
+            if table.exists() and len(json.loads(table.read_text())["runs"]) >= 2:
+                break
+            time.sleep(0.1)
+        os.killpg(process.pid, signal.SIGINT)
+        _, err = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130
+    listed = [r["run_id"] for r in json.loads(table.read_text())["runs"]]
+    assert err.splitlines()[len(listed) :] == [
+        "simclock sweep: interrupted; the table holds the runs finished so far"
+    ]
+    assert len(listed) < 4
+    runs = tmp_path / "out" / "runs"
+    assert sorted(p.name for p in runs.iterdir()) == listed  # the interrupted runs left nothing
+    for run_id in listed:
+        assert sorted(p.name for p in (runs / run_id).iterdir()) == sorted(RUN_FILES)
