@@ -90,6 +90,44 @@ class SweepSpec:
     seeds: Sequence[int] | None = None
     source: str = "sweep"
 
+    def __attrs_post_init__(self) -> None:
+        """Check the shape of the sweep (the runs' values are checked by :meth:`resolve`).
+
+        Raises:
+            ConfigError: ``<source>: <key>: <problem>``.
+        """
+        where = self.source
+        if "output_dir" in self.base:
+            raise ConfigError(
+                f"{where}: base.output_dir: not used in a sweep: set the top-level output_dir"
+            )
+        if self.seeds is not None:
+            seeds = self.seeds
+            if not isinstance(seeds, list | tuple) or not seeds:
+                raise ConfigError(
+                    f"{where}: seeds: must be a non-empty list of integers >= 0, got {seeds!r}"
+                )
+            for seed in seeds:
+                if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+                    raise ConfigError(f"{where}: seeds: must hold integers >= 0, got {seed!r}")
+            if "seed" in self.base:
+                raise ConfigError(
+                    f"{where}: base.seed: the seeds are swept (seeds): leave the base's seed out"
+                )
+        for key, values in self.grid.items():
+            if key == "seed":
+                raise ConfigError(
+                    f"{where}: grid.seed: set the seeds with the top-level seeds list"
+                )
+            if key == "output_dir":
+                raise ConfigError(
+                    f"{where}: grid.output_dir: not used in a sweep: runs go under output_dir/runs"
+                )
+            if not isinstance(values, list | tuple) or not values:
+                raise ConfigError(
+                    f"{where}: grid.{key}: must be a non-empty list of values, got {values!r}"
+                )
+
     @property
     def swept(self) -> tuple[str, ...]:
         """The swept keys in grid order, ``seed`` last when the seeds are swept."""
@@ -278,31 +316,13 @@ def load_sweep(path: str | Path) -> tuple[SweepSpec, str | None]:
     base = data.get("base", {})
     if not isinstance(base, dict):
         raise error("base", "must be a table (a run configuration)")
-    if "output_dir" in base:
-        raise error("base.output_dir", "not used in a sweep: set the top-level output_dir")
-    seeds = data.get("seeds")
-    if seeds is not None:
-        if not isinstance(seeds, list) or not seeds:
-            raise error("seeds", f"must be a non-empty list of integers >= 0, got {seeds!r}")
-        for seed in seeds:
-            if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-                raise error("seeds", f"must hold integers >= 0, got {seed!r}")
-        if "seed" in base:
-            raise error("base.seed", "the seeds are swept (seeds): leave the base's seed out")
     grid_table = data.get("grid", {})
     if not isinstance(grid_table, dict):
         raise error("grid", "must be a table of lists")
-    grid: dict[str, list[Any]] = {}
-    for key, values in _axes(grid_table):
-        if key == "seed":
-            raise error("grid.seed", "set the seeds with the top-level seeds list")
-        if key == "output_dir":
-            raise error("grid.output_dir", "not used in a sweep: runs go under output_dir/runs")
-        if not isinstance(values, list) or not values:
-            raise error(f"grid.{key}", f"must be a non-empty list of values, got {values!r}")
-        grid[key] = values
-    spec = SweepSpec(base=base, grid=grid, seeds=seeds, source=where)
     try:
+        spec = SweepSpec(
+            base=base, grid=dict(_axes(grid_table)), seeds=data.get("seeds"), source=where
+        )
         runs = spec.runs()
     except ConfigError as exc:
         raise _with_line(exc, where, lines) from None

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from replay import RayExecutor
+from replay import RayExecutor, SweepSpec, sweep
 from replay._cli import EXIT_USAGE, main
 from replay.config import ConfigError
 
@@ -139,3 +139,31 @@ def test_without_ray_the_ray_executor_says_what_to_install(
         "simclock sweep: error: the ray executor needs Ray: pip install 'simclock[ray]'\n",
     )
     assert sorted(p.name for p in tmp_path.iterdir()) == ["s.toml"]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"grid": {"policy": "kv_aware"}},
+         "sweep: grid.policy: must be a non-empty list of values, got 'kv_aware'"),
+        ({"grid": {"workers": []}},
+         "sweep: grid.workers: must be a non-empty list of values, got []"),
+        ({"seeds": [0, True]}, "sweep: seeds: must hold integers >= 0, got True"),
+        ({"base": {"output_dir": "x"}},
+         "sweep: base.output_dir: not used in a sweep: set the top-level output_dir"),
+    ],
+)  # fmt: skip
+def test_a_sweep_built_in_python_is_checked_when_made(
+    options: dict[str, object], message: str
+) -> None:
+    with pytest.raises(ConfigError) as info:
+        SweepSpec(**options)  # type: ignore[arg-type]
+    assert str(info.value) == message
+
+
+def test_a_bad_run_of_a_sweep_built_in_python_names_its_axis(tmp_path: Path) -> None:
+    spec = SweepSpec(base={"workers": 2}, grid={"workers": [1, 0]}, source="mine")
+    with pytest.raises(ConfigError) as info:
+        sweep(spec, output_dir=tmp_path / "out")
+    assert str(info.value) == "mine: grid.workers: must be an integer >= 1, got 0"
+    assert list(tmp_path.iterdir()) == []
