@@ -4,7 +4,8 @@
 :class:`ReplayResult` (``replay.Run`` is the same replay as an object to advance);
 ``replay.finalize`` turns any run's journal into one, and ``replay.write_outputs`` writes it.
 ``simclock replay`` is the command line over all of it; its configuration (files, flags, name
-registries) is :mod:`replay.config`.
+registries) is :mod:`replay.config`. ``replay.sweep`` runs a grid of such configurations
+through an executor (local processes or Ray) and writes one table of their metrics.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from ._exceptions import ReplayError as ReplayError
 from ._exceptions import ReplayFailedError as ReplayFailedError
 from ._exceptions import ReplayInterrupted as ReplayInterrupted
 from ._exceptions import WorkloadValidationError as WorkloadValidationError
+from ._executors import Executor as Executor
+from ._executors import LocalExecutor as LocalExecutor
+from ._executors import RayExecutor as RayExecutor
 from ._export import EXPORT_FILES as EXPORT_FILES
 from ._export import EXPORTS as EXPORTS
 from ._inspect import format_workload_stats as format_workload_stats
@@ -93,6 +97,12 @@ from ._session_state import RequestState as RequestState
 from ._session_state import Stop as Stop
 from ._session_state import describe_event as describe_event
 from ._session_state import format_ns as format_ns
+from ._sweep import SweepResult as SweepResult
+from ._sweep import SweepRow as SweepRow
+from ._sweep import sweep as sweep
+from ._sweep_spec import SweepRun as SweepRun
+from ._sweep_spec import SweepSpec as SweepSpec
+from ._sweep_spec import load_sweep as load_sweep
 from ._timeline import EngineCounters as EngineCounters
 from ._timeline import Timeline as Timeline
 from ._timeline import TimelineFilter as TimelineFilter
@@ -129,10 +139,12 @@ __all__ = (
     "EngineSummary",
     "EngineUsage",
     "EventCounter",
+    "Executor",
     "Goodput",
     "Handoff",
     "KVLink",
     "LifecycleEvidence",
+    "LocalExecutor",
     "OutputError",
     "PDConfigError",
     "PDPhases",
@@ -145,6 +157,7 @@ __all__ = (
     "PreparedWorkload",
     "Progress",
     "ProgressMode",
+    "RayExecutor",
     "ReplayError",
     "ReplayFailedError",
     "ReplayInterrupted",
@@ -164,6 +177,10 @@ __all__ = (
     "SeriesRecorder",
     "Stop",
     "Summary",
+    "SweepResult",
+    "SweepRow",
+    "SweepRun",
+    "SweepSpec",
     "TerminalStatus",
     "Timeline",
     "TimelineFilter",
@@ -182,6 +199,7 @@ __all__ = (
     "format_workload_stats",
     "handoff_timeline_svg",
     "inspect_trace",
+    "load_sweep",
     "make_progress",
     "normalize_block_ids",
     "pd_phases",
@@ -193,6 +211,7 @@ __all__ = (
     "request_json",
     "run",
     "summary_json",
+    "sweep",
     "timeline_from_events",
     "validate_requests",
     "workload_stats_json",

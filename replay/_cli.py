@@ -50,6 +50,7 @@ from ._cli_plot import (
     series_from_args,
     write_series_and_plots,
 )
+from ._cli_sweep import add_sweep_parser
 from ._config import (
     POLICIES,
     READER_KEYS,
@@ -235,6 +236,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_datasets_parser(cast("argparse._SubParsersAction[argparse.ArgumentParser]", commands))
     add_plot_parser(cast("argparse._SubParsersAction[argparse.ArgumentParser]", commands))
     add_compare_parser(cast("argparse._SubParsersAction[argparse.ArgumentParser]", commands))
+    add_sweep_parser(cast("argparse._SubParsersAction[argparse.ArgumentParser]", commands))
     return parser
 
 
