@@ -17,6 +17,7 @@ from simclock import SimulationError
 from ._config import ConfigError
 from ._executors import Executor, LocalExecutor, RayExecutor
 from ._files import OutputError
+from ._plot import PlotExtraMissing, plot_sweep, require_matplotlib
 from ._sweep import SWEEP_CSV, SWEEP_JSON, sweep
 from ._sweep_spec import load_sweep, locate_error
 
@@ -26,6 +27,9 @@ _EXIT_OK = 0
 _EXIT_FAILED = 1
 _EXIT_USAGE = 2
 _EXIT_INTERRUPTED = 130
+
+PLOTS_DIR = "plots"
+"""Where ``--plots`` draws a sweep's figures, inside its output directory."""
 
 _DESCRIPTION = """\
 Run a sweep: every combination of the values of a grid of configuration keys, times the seeds,
@@ -86,6 +90,12 @@ def add_sweep_parser(
         "default: start a local Ray instance",
     )
     parser.add_argument("--quiet", action="store_true", help="do not print a line per finished run")
+    parser.add_argument(
+        "--plots",
+        action="store_true",
+        help=f"also draw the sweep's figures and report.html into DIR/{PLOTS_DIR} "
+        "(needs matplotlib: pip install 'simclock[plot]')",
+    )
     parser.set_defaults(handler=run_sweep, parser=parser)
     return parser
 
@@ -111,14 +121,18 @@ def _executor(args: argparse.Namespace) -> Executor:
 
 
 def after_sweep(output_dir: Path, args: argparse.Namespace) -> None:
-    """Called once the table of a sweep is written, with the sweep's directory: where the
-    figures of a sweep (``--plots``) are to be made. Makes nothing yet."""
+    """Once the table of a sweep is written: with ``--plots``, draw its figures (a metric
+    against the swept key, one line per policy) and ``report.html`` into ``DIR/plots``."""
+    if getattr(args, "plots", False):
+        plot_sweep(output_dir, output_dir / PLOTS_DIR)
 
 
 def run_sweep(args: argparse.Namespace, *, stderr: TextIO | None = None) -> int:
     """The ``sweep`` subcommand; return its exit status."""
     err = sys.stderr if stderr is None else stderr
     try:
+        if getattr(args, "plots", False):
+            require_matplotlib()  # before any run: a missing extra must not cost a sweep
         executor = _executor(args)
         spec, file_output_dir = load_sweep(args.sweep_file)
         output_dir = args.output_dir if args.output_dir is not None else file_output_dir
@@ -137,7 +151,7 @@ def run_sweep(args: argparse.Namespace, *, stderr: TextIO | None = None) -> int:
         print("simclock sweep: interrupted; the table holds the runs finished so far", file=err)
         return _EXIT_INTERRUPTED
     except (SimulationError, OutputError) as exc:
-        if not isinstance(exc, ValueError | OutputError):
+        if not isinstance(exc, ValueError | OutputError | PlotExtraMissing):
             raise
         # bad input (a ValueError leaf), an unusable output directory (OutputError)
         print(f"simclock sweep: error: {' '.join(str(exc).split())}", file=err)

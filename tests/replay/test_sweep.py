@@ -358,3 +358,16 @@ def test_ctrl_c_stops_the_worker_processes_and_leaves_only_whole_runs(
     assert sorted(p.name for p in runs.iterdir()) == listed  # the interrupted runs left nothing
     for run_id in listed:
         assert sorted(p.name for p in (runs / run_id).iterdir()) == sorted(RUN_FILES)
+
+
+def test_plots_draw_the_sweep_figures_and_report_after_the_table(
+    sweep_file: Path, tmp_path: Path
+) -> None:
+    assert main(["sweep", str(sweep_file), "--quiet", "--plots"]) == EXIT_OK
+    plots = tmp_path / "out" / "plots"
+    names = sorted(p.name for p in plots.iterdir())
+    assert "report.html" in names
+    # one figure per metric against the swept key, one line per policy
+    svg = next(p for p in plots.glob("sweep_*.svg")).read_text()
+    assert "round_robin" in svg and "kv_aware" in svg
+    assert {p.stem for p in plots.glob("*.png")} == {p.stem for p in plots.glob("*.svg")}
