@@ -608,7 +608,8 @@ class PolicyRuntime:
     _tasks: list[asyncio.Task[Any]] = attrs.field(factory=list, init=False)
     _main: asyncio.Task[None] | None = attrs.field(default=None, init=False)
     _unsettled: int = attrs.field(default=0, init=False)
-    _expiry_tasks: set[asyncio.Task[None]] = attrs.field(factory=set, init=False)
+    # the expiry timers, in the order they were armed (a dict: cancelled in that order)
+    _expiry_tasks: dict[asyncio.Task[None], None] = attrs.field(factory=dict, init=False)
 
     #: Every timed piece of the run's work is an engine's: idle engines and no policy
     #: wakeup mean no progress.
@@ -923,11 +924,11 @@ class PolicyRuntime:
             self._expire_at(offer, when), name=f"policy:{self.name}:expiry"
         )
         offer._expiry = task
-        self._expiry_tasks.add(task)
+        self._expiry_tasks[task] = None
         task.add_done_callback(self._expiry_done)
 
     def _expiry_done(self, task: asyncio.Task[None]) -> None:
-        self._expiry_tasks.discard(task)
+        self._expiry_tasks.pop(task, None)
         self._task_done(task)
 
     def _disarm(self, offer: Offer) -> None:
