@@ -10,13 +10,15 @@ an id is never reused. Per id, an engine is in one of three states::
 - ``active``: accepts placements; its view is in ``ctx.engines``.
 - ``draining``: accepts no new placement but finishes what it has. An offer to it is refused
   with the reason :data:`ENGINE_DRAINING`, as an engine refuses a request it cannot hold; an
-  offer opened before the drain may still be committed or aborted. Its view stays readable
-  by id (``PolicyRuntime.view``), not in ``ctx.engines``.
+  offer opened before the drain may still be committed (the engine accepted it tentatively
+  while active) or aborted. Its view stays readable by id (``PolicyRuntime.view``), not in
+  ``ctx.engines``.
 - ``removed``: gone for good; an offer to it is refused with the reason
   :data:`ENGINE_REMOVED`. Its id stays in reports and is never given to another engine.
 
-Every offer refused because of an engine's state is kept in :attr:`Membership.refused`: a
-policy that ignores drains is caught by checking that it is empty.
+Every offer refused because of an engine's state, and every commit made on an engine no
+longer active, is kept in :attr:`Membership.inactive` (an :class:`InactivePlacement` each):
+a policy that ignores drains is caught by checking that it is empty.
 """
 
 from __future__ import annotations
@@ -37,15 +39,15 @@ __all__ = (
     "ENGINE_DRAINING",
     "ENGINE_REMOVED",
     "ENGINE_STATES",
-    "EngineState",
+    "InactivePlacement",
+    "MemberState",
     "Membership",
-    "RefusedOffer",
 )
 
-EngineState = Literal["active", "draining", "removed"]
+MemberState = Literal["active", "draining", "removed"]
 """An engine's state in a cluster (see the module docstring)."""
 
-ENGINE_STATES: tuple[EngineState, ...] = ("active", "draining", "removed")
+ENGINE_STATES: tuple[MemberState, ...] = ("active", "draining", "removed")
 """Every engine state, in lifecycle order."""
 
 ENGINE_DRAINING = "engine_draining"
@@ -56,20 +58,23 @@ ENGINE_REMOVED = "engine_removed"
 
 
 @attrs.frozen
-class RefusedOffer:
-    """An offer refused because its engine was not accepting placements.
+class InactivePlacement:
+    """An offer or a commit that reached an engine not accepting placements.
 
     Attributes:
-        time_ns: the virtual instant of the offer.
-        request_id: the request offered.
+        time_ns: the virtual instant.
+        request_id: the request.
         engine: the engine's id.
         state: the engine's state then (``"draining"`` or ``"removed"``).
+        outcome: ``"refused"`` (an offer, refused: nothing was placed) or ``"committed"`` (the
+            commit of an offer opened while the engine was active: the request was placed).
     """
 
     time_ns: int
     request_id: str
     engine: int
-    state: EngineState
+    state: MemberState
+    outcome: Literal["refused", "committed"] = "refused"
 
     @property
     def reason(self) -> str:
@@ -84,14 +89,15 @@ class Membership:
     Attributes:
         accepting: the handles of the active engines, by id, in id order.
         views: the views of the active engines, in id order (``ctx.engines``).
-        refused: every offer refused because of its engine's state, in order.
+        inactive: every offer refused, and every commit made, on an engine not active, in
+            order.
     """
 
     _handles: dict[int, EngineHandle] = attrs.field(factory=dict, init=False)
-    _states: dict[int, EngineState] = attrs.field(factory=dict, init=False)
+    _states: dict[int, MemberState] = attrs.field(factory=dict, init=False)
     accepting: dict[int, EngineHandle] = attrs.field(factory=dict, init=False)
     views: tuple[EngineView, ...] = attrs.field(default=(), init=False)
-    refused: list[RefusedOffer] = attrs.field(factory=list, init=False)
+    inactive: list[InactivePlacement] = attrs.field(factory=list, init=False)
 
     @classmethod
     def of(cls, handles: Iterable[EngineHandle]) -> Membership:
@@ -126,7 +132,7 @@ class Membership:
         """The handle of engine ``engine`` in any state, or None if it never was a member."""
         return self._handles.get(engine)
 
-    def state(self, engine: int) -> EngineState | None:
+    def state(self, engine: int) -> MemberState | None:
         """The state of engine ``engine``, or None if it never was a member."""
         return self._states.get(engine)
 
@@ -160,7 +166,7 @@ class Membership:
         self._enter(handle)
         self._refresh()
 
-    def set_state(self, engine: int, state: EngineState) -> EngineHandle:
+    def set_state(self, engine: int, state: MemberState) -> EngineHandle:
         """Move engine ``engine`` to ``state`` (``"draining"`` or ``"removed"``).
 
         Returns:

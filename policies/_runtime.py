@@ -48,7 +48,7 @@ from engines import (
 )
 from loadgen import Request
 
-from ._cluster import EngineState, Membership, RefusedOffer
+from ._cluster import InactivePlacement, Membership, MemberState
 from ._exceptions import (
     CommitError,
     InvalidWakeupError,
@@ -358,7 +358,7 @@ class PolicyContext:
         """
         return self._runtime.views
 
-    def engine_state(self, engine: int) -> EngineState | None:
+    def engine_state(self, engine: int) -> MemberState | None:
         """The state of engine ``engine`` (``"active"``, ``"draining"`` or ``"removed"``),
         or None if this policy never had it."""
         return self._runtime.membership.state(engine)
@@ -847,6 +847,8 @@ class PolicyRuntime:
             self._poison(failure)
             raise failure from original
         self.commits += 1
+        if offer.engine not in self.membership.accepting:
+            self._committed_inactive(offer)
         offer._state = "committed"
         state.status = "committed"
         self._settle()
@@ -898,7 +900,7 @@ class PolicyRuntime:
     def refuse(self, request: Request, engine: int) -> Rejection:
         """Refuse the offer of ``request`` to engine ``engine``, which accepts no placements
         (draining or removed): record it (``OFFERED`` with the reason as its outcome, and in
-        ``membership.refused``) and return the rejection.
+        ``membership.inactive``) and return the rejection.
 
         Raises:
             simclock.InternalError: the engine is unknown or active.
@@ -907,8 +909,8 @@ class PolicyRuntime:
         if engine_state is None or engine_state == "active":
             raise simclock.InternalError(f"offer to engine {engine} refused while {engine_state}")
         now = simclock.now_ns()
-        refused = RefusedOffer(now, request.id, engine, engine_state)
-        self.membership.refused.append(refused)
+        refused = InactivePlacement(now, request.id, engine, engine_state)
+        self.membership.inactive.append(refused)
         reason = refused.reason
         self.journal.mark(now, EventKind.OFFERED, request.id, engine, (("outcome", reason),))
         return Rejection(engine, request.id, reason, f"engine {engine} is {engine_state}")
@@ -922,6 +924,23 @@ class PolicyRuntime:
             rejection.request_id, offer.engine, "rejected", rejection.reason, simclock.now_ns()
         )
         state.last_rejection = offer._placement
+
+    def _committed_inactive(self, offer: Offer) -> None:
+        """Record the commit of an offer whose engine stopped accepting since it was made."""
+        state = self.membership.state(offer.engine)
+        if state is None or state == "active":
+            raise simclock.InternalError(f"commit on engine {offer.engine} recorded while {state}")
+        self.membership.inactive.append(
+            InactivePlacement(
+                simclock.now_ns(), offer.request.id, offer.engine, state, "committed"
+            )
+        )
+
+    @property
+    def inactive_placements(self) -> tuple[InactivePlacement, ...]:
+        """Offers refused, and commits made, on engines not accepting placements (see
+        :class:`policies.InactivePlacement`), in order."""
+        return tuple(self.membership.inactive)
 
     def _member(self, engine: int) -> EngineHandle:
         handle = self.membership.handle(engine)

@@ -9,6 +9,14 @@ registries) is :mod:`replay.config`.
 
 from __future__ import annotations
 
+from ._cluster import CLUSTER_ACTIONS as CLUSTER_ACTIONS
+from ._cluster import Cluster as Cluster
+from ._cluster import ClusterAction as ClusterAction
+from ._cluster import ClusterError as ClusterError
+from ._cluster import ClusterEvent as ClusterEvent
+from ._cluster import ElasticRuntime as ElasticRuntime
+from ._cluster import EngineInterval as EngineInterval
+from ._cluster import EngineSpec as EngineSpec
 from ._exceptions import ReplayError as ReplayError
 from ._exceptions import ReplayFailedError as ReplayFailedError
 from ._exceptions import ReplayInterrupted as ReplayInterrupted
@@ -63,12 +71,14 @@ from ._report import LifecycleEvidence as LifecycleEvidence
 from ._report import PlaySummary as PlaySummary
 from ._report import ReplayResult as ReplayResult
 from ._report import RunMeta as RunMeta
+from ._report import ServedEngineSummary as ServedEngineSummary
 from ._report import Summary as Summary
 from ._report import finalize as finalize
 from ._run import Run as Run
 from ._run import RunOptions as RunOptions
 from ._run import run as run
 from ._runner import SEED_STREAMS as SEED_STREAMS
+from ._runner import ClusterTask as ClusterTask
 from ._runner import RunJournal as RunJournal
 from ._session import ReplaySession as ReplaySession
 from ._session_state import Breakpoint as Breakpoint
@@ -89,6 +99,7 @@ from ._topology import Runtime as Runtime
 from ._topology import Topology as Topology
 
 __all__ = (
+    "CLUSTER_ACTIONS",
     "OUTPUT_FILES",
     "PERCENTILES",
     "PLACEMENT_ORDERS",
@@ -101,9 +112,17 @@ __all__ = (
     "AdmissionRecord",
     "Aggregated",
     "Breakpoint",
+    "Cluster",
+    "ClusterAction",
+    "ClusterError",
+    "ClusterEvent",
+    "ClusterTask",
     "Disaggregated",
     "Distribution",
+    "ElasticRuntime",
     "EngineCounters",
+    "EngineInterval",
+    "EngineSpec",
     "EngineState",
     "EngineSummary",
     "EngineUsage",
@@ -136,6 +155,7 @@ __all__ = (
     "RunOptions",
     "Runtime",
     "SLOError",
+    "ServedEngineSummary",
     "Stop",
     "Summary",
     "TerminalStatus",

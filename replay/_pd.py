@@ -52,6 +52,7 @@ from engines import (
 )
 from loadgen import Request
 from policies import (
+    InactivePlacement,
     PDPolicy,
     PolicyContext,
     PolicyRuntime,
@@ -198,6 +199,10 @@ class _PairedEngine(_PoolEngine):
             raise
         if first is not None:
             raise first
+
+
+def _record_time(record: InactivePlacement) -> int:
+    return record.time_ns
 
 
 def _abort_keeping(engine: Engine, tentative: Tentative, reason: str, error: BaseException) -> None:
@@ -461,6 +466,13 @@ class PDRuntime:
     def remove_engine(self, engine: int) -> None:
         """Engine ``engine`` left its pool."""
         self._pool_of(engine).remove_engine(engine)
+
+    @property
+    def inactive_placements(self) -> tuple[InactivePlacement, ...]:
+        """Offers refused, and commits made, on engines of either pool not accepting
+        placements, in time order (prefill first at one instant)."""
+        both = (*self.prefill.inactive_placements, *self.decode.inactive_placements)
+        return tuple(sorted(both, key=_record_time))
 
     def _pool_of(self, engine: int) -> PolicyRuntime:
         return self.prefill if self.prefill.membership.state(engine) is not None else self.decode

@@ -48,6 +48,7 @@ __all__ = (
     "PlaySummary",
     "ReplayResult",
     "RunMeta",
+    "ServedEngineSummary",
     "Summary",
     "finalize",
 )
@@ -97,11 +98,21 @@ class EngineUsage:
         index: the engine index.
         busy_ns: total virtual time spent in passes, in ns.
         passes: how many passes ran.
+        served: ``(joined_ns, removed_ns)`` when the cluster changed during the run
+            (``removed_ns`` None if the engine stayed to the end); None otherwise. Left out
+            of the repr when None, so a static run's metadata reads as it always did.
     """
 
     index: int
     busy_ns: int
     passes: int = 0
+    served: tuple[int, int | None] | None = attrs.field(default=None, kw_only=True)
+
+    def __repr__(self) -> str:
+        fields = f"index={self.index!r}, busy_ns={self.busy_ns!r}, passes={self.passes!r}"
+        if self.served is not None:
+            fields += f", served={self.served!r}"
+        return f"EngineUsage({fields})"
 
 
 @attrs.frozen
@@ -126,6 +137,20 @@ class EngineSummary:
     passes: int | None
     preemptions: int
     completed: int
+
+
+@attrs.frozen
+class ServedEngineSummary(EngineSummary):
+    """An engine's figures in a run whose cluster changed: an :class:`EngineSummary` with
+    the interval the engine served.
+
+    Attributes:
+        joined_ms: when it joined (0 for the topology's engines).
+        removed_ms: when it was removed, or None if it stayed to the end.
+    """
+
+    joined_ms: float
+    removed_ms: float | None
 
 
 @attrs.frozen
@@ -664,14 +689,20 @@ def _engine_summaries(
         utilisation = None
         if u is not None and duration_ns is not None and duration_ns > 0:
             utilisation = u.busy_ns / duration_ns
-        summaries.append(
-            EngineSummary(
-                index=index,
-                busy_ms=busy_ms,
-                utilisation=utilisation,
-                passes=None if u is None else u.passes,
-                preemptions=preemptions,
-                completed=completed,
-            )
+        summary = EngineSummary(
+            index=index,
+            busy_ms=busy_ms,
+            utilisation=utilisation,
+            passes=None if u is None else u.passes,
+            preemptions=preemptions,
+            completed=completed,
         )
+        if u is not None and u.served is not None:
+            joined, removed = u.served
+            summary = ServedEngineSummary(
+                **attrs.asdict(summary, recurse=False),
+                joined_ms=joined / _NS_PER_MS,
+                removed_ms=None if removed is None else removed / _NS_PER_MS,
+            )
+        summaries.append(summary)
     return tuple(summaries)

@@ -27,7 +27,16 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "_timeline",
         "_pd_figure",
     ),
-    "composition": ("_topology", "_prepare", "_watch", "_runner", "_pd_topology", "_pd", "_run"),
+    "composition": (
+        "_cluster",
+        "_topology",
+        "_prepare",
+        "_watch",
+        "_runner",
+        "_pd_topology",
+        "_pd",
+        "_run",
+    ),
     "debugging": ("_session_state", "_session", "_progress", "_inspect"),
     "command line": (
         "_flags",
