@@ -114,7 +114,8 @@ class ChoicePolicy(PlacePolicy):
     (an engine id, ``view.id`` of one of ``ctx.engines``).
 
     :meth:`place` dispatches to the chosen engine; when that engine refuses, the request ends
-    rejected with the engine's reason.
+    rejected with the engine's reason. While no engine accepts placements (every engine
+    draining or removed), :meth:`place` waits for one to join before it calls :meth:`choose`.
     """
 
     def choose(self, request: Request, ctx: PolicyContext) -> int:
@@ -123,6 +124,8 @@ class ChoicePolicy(PlacePolicy):
 
     async def place(self, request: Request, ctx: PolicyContext) -> None:
         """Dispatch ``request`` to :meth:`choose`'s engine; reject it if that engine refuses."""
+        if not ctx.engines:
+            await ctx.wait_for_engines()
         placement = await ctx.dispatch(request, self.choose(request, ctx))
         if placement.rejected:
             ctx.reject(request, reason=placement.reason or "rejected")

@@ -156,6 +156,8 @@ class SessionAffinity(ChoicePolicy):
 
     async def place(self, request: Request, ctx: PolicyContext) -> None:
         """Dispatch to :meth:`choose`'s engine and remember it for the request's key."""
+        if not ctx.engines:
+            await ctx.wait_for_engines()
         placement = await ctx.dispatch(request, self.choose(request, ctx))
         if placement.rejected:
             ctx.reject(request, reason=placement.reason or "rejected")

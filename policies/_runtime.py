@@ -358,6 +358,19 @@ class PolicyContext:
         """
         return self._runtime.views
 
+    async def wait_for_engines(self) -> None:
+        """Return once at least one engine accepts placements (at once if one does now).
+
+        Raises:
+            RuntimePoisonedError: the runtime failed earlier.
+        """
+        self._runtime.check_alive()
+        while not self._runtime.views:
+            waiter = asyncio.get_running_loop().create_future()
+            self._runtime._engine_waiters.append(waiter)
+            await waiter
+            self._runtime.check_alive()
+
     def engine_state(self, engine: int) -> MemberState | None:
         """The state of engine ``engine`` (``"active"``, ``"draining"`` or ``"removed"``),
         or None if this policy never had it."""
@@ -548,6 +561,7 @@ class PolicyRuntime:
     _main: asyncio.Task[None] | None = attrs.field(default=None, init=False)
     _unsettled: int = attrs.field(default=0, init=False)
     _kv_hooked: bool = attrs.field(default=False, init=False)
+    _engine_waiters: list[asyncio.Future[None]] = attrs.field(factory=list, init=False)
 
     #: Every timed piece of the run's work is an engine's: idle engines and no policy
     #: wakeup mean no progress.
@@ -704,6 +718,10 @@ class PolicyRuntime:
         if self._kv_hooked:
             engine.subscribe_kv(self._kv_event)
         self._cluster_hook("on_engine_added", engine)
+        waiters, self._engine_waiters = self._engine_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
 
     def drain_engine(self, engine: int) -> None:
         """Engine ``engine`` accepts no new placement from now on; calls

@@ -532,3 +532,43 @@ class Everything(BasePolicy):
 def test_base_policy_hooks_are_no_ops() -> None:
     result = replay_run(Everything()).finish()
     assert {r.status for r in result.requests} == {"completed"}
+
+
+@pytest.mark.parametrize("name", sorted(BUILT_INS))
+def test_built_ins_wait_while_no_engine_accepts_placements(name: str) -> None:
+    # both engines drain at 1 s; engine 2 joins at 2 s: the requests released in between wait
+    events = [
+        ClusterEvent(at_s=1.0, action="remove", engine=0),
+        ClusterEvent(at_s=1.0, action="remove", engine=1),
+        ClusterEvent(at_s=2.0, action="add"),
+    ]
+    run_ = replay_run(BUILT_INS[name](), events=events)
+    result = run_.finish()
+    assert {r.status for r in result.requests} == {"completed"}
+    waited = [
+        r for r in result.requests if r.arrival_ms is not None and 1000 <= r.arrival_ms < 2000
+    ]
+    assert len(waited) == 10
+    assert {r.engine for r in waited} == {2}
+    assert min(r.engine_arrival_ms or 0.0 for r in waited) == 2000.0
+
+
+def test_requests_wait_unplaced_when_no_engine_ever_returns() -> None:
+    events = [ClusterEvent(at_s=1.0, action="drain", engine=i) for i in (0, 1)]
+    result = replay_run(RoundRobin(), events=events).finish()
+    statuses = [r.status for r in result.requests]
+    assert statuses[:10] == ["completed"] * 10
+    assert set(statuses[10:]) == {"unplaced"}
+
+
+def test_timelines_name_engines_by_id() -> None:
+    from replay import timeline_from_events
+
+    run_ = replay_run(RoundRobin())
+    timeline = timeline_from_events(run_.journal.events)
+    names = {
+        e["pid"]: e["args"]["name"]
+        for e in timeline.events
+        if e.get("ph") == "M" and e.get("name") == "process_name"
+    }
+    assert {names[pid] for pid in (1, 2, 3)} == {"engine 0", "engine 1", "engine 2"}
