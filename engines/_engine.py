@@ -235,6 +235,11 @@ class Engine:
     keyer: BlockKeyer = attrs.field(kw_only=True, repr=False)
     journal: Journal = attrs.field(kw_only=True, repr=False)
     macro_stepping: bool = attrs.field(default=True, kw_only=True)
+    on_idle: Callable[[Engine], object] | None = attrs.field(
+        default=None, kw_only=True, repr=False
+    )
+    """Called with the engine each time its coroutine waits for work (a cluster watches a
+    draining engine with it; see :attr:`idle`); None, the default, costs nothing."""
     _core: EngineCore = attrs.field(init=False, repr=False)
     _offers: dict[int, Tentative] = attrs.field(factory=dict, init=False, repr=False)
     _holds: dict[int, _Hold] = attrs.field(factory=dict, init=False, repr=False)
@@ -412,6 +417,13 @@ class Engine:
     def closed(self) -> bool:
         """Whether :meth:`close` was called."""
         return self._closed
+
+    @property
+    def idle(self) -> bool:
+        """Whether nothing is placed on the engine: no request in any state (waiting,
+        running, held for a transfer, reserved) and no open offer."""
+        self._sync()
+        return not self._core.seqs and not self._offers
 
     def subscribe_kv(self, callback: KVCallback) -> None:
         """Call ``callback(event)`` for every :class:`KVEvent` published from now on."""
@@ -647,6 +659,8 @@ class Engine:
                 (("reason", reason),),
             )
         )
+        if self.on_idle is not None:
+            self._wake.set()  # the watcher hears of it when the engine waits again
 
     def reject(self, rejection: Rejection) -> None:
         """Record ``rejection`` as the request's terminal outcome (``REJECTED`` now)."""
@@ -820,6 +834,8 @@ class Engine:
 
     async def _idle(self) -> None:
         self._wake.clear()
+        if self.on_idle is not None:
+            self.on_idle(self)
         await self._wake.wait()
 
     def _reserve(self, now_ns: int) -> bool:
@@ -1004,7 +1020,14 @@ class EngineView:
 
     @property
     def index(self) -> int:
-        """The engine's index."""
+        """The engine's index: its stable id (:attr:`id`)."""
+        return self._engine.index
+
+    @property
+    def id(self) -> int:
+        """The engine's stable id: its index in the topology for the engines a run starts
+        with (``0 .. n-1``), the next unused number for an engine added later; never
+        reused."""
         return self._engine.index
 
     @property

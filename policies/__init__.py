@@ -22,6 +22,12 @@ from ._builtins import Random as Random
 from ._builtins import RoundRobin as RoundRobin
 from ._builtins import SessionAffinity as SessionAffinity
 from ._builtins import conversation_key as conversation_key
+from ._cluster import ENGINE_DRAINING as ENGINE_DRAINING
+from ._cluster import ENGINE_REMOVED as ENGINE_REMOVED
+from ._cluster import ENGINE_STATES as ENGINE_STATES
+from ._cluster import InactivePlacement as InactivePlacement
+from ._cluster import Membership as Membership
+from ._cluster import MemberState as MemberState
 from ._exceptions import CommitError as CommitError
 from ._exceptions import InvalidWakeupError as InvalidWakeupError
 from ._exceptions import PlacementError as PlacementError
@@ -44,15 +50,21 @@ from ._runtime import RequestStream as RequestStream
 from ._runtime import policy_name as policy_name
 
 __all__ = (
+    "ENGINE_DRAINING",
+    "ENGINE_REMOVED",
+    "ENGINE_STATES",
     "PD_POLICIES",
     "BasePolicy",
     "ChoiceFunction",
     "ChoicePolicy",
     "CommitError",
     "EngineHandle",
+    "InactivePlacement",
     "InvalidWakeupError",
     "KVAware",
     "LeastLoaded",
+    "MemberState",
+    "Membership",
     "Offer",
     "PDPolicy",
     "PDPolicyError",

@@ -17,7 +17,8 @@ __all__ = ("BasePolicy", "ChoiceFunction", "ChoicePolicy", "PlacePolicy", "from_
 F = TypeVar("F", bound=Callable[..., Any])
 
 ChoiceFunction = Callable[[Request, Sequence[EngineView]], int]
-"""A plain choice function: ``fn(request, engine_views) -> engine index``."""
+"""A plain choice function: ``fn(request, engine_views) -> engine id`` (``view.id`` of one
+of the views, which are those of the engines accepting placements)."""
 
 
 def _noop(fn: F) -> F:
@@ -32,7 +33,8 @@ class BasePolicy:
 
     Override any hook to receive it:
     :meth:`on_committed`, :meth:`on_aborted`, :meth:`on_admitted`, :meth:`on_first_token`,
-    :meth:`on_preempted`, :meth:`on_finished`, :meth:`on_kv_event`.
+    :meth:`on_preempted`, :meth:`on_finished`, :meth:`on_kv_event`, and the cluster's
+    :meth:`on_engine_added`, :meth:`on_engine_draining`, :meth:`on_engine_removed`.
     Hooks are synchronous and run at the virtual instant of their event; an exception in a
     hook ends the run with a report naming it.
     """
@@ -76,6 +78,22 @@ class BasePolicy:
     def on_kv_event(self, event: KVEvent) -> None:
         """An engine stored or removed KV blocks (published at pass commit)."""
 
+    @_noop
+    def on_engine_added(self, view: EngineView) -> None:
+        """Engine ``view.id`` joined the cluster; it accepts placements from now on (it is
+        in ``ctx.engines``)."""
+
+    @_noop
+    def on_engine_draining(self, view: EngineView) -> None:
+        """Engine ``view.id`` is draining: it finishes what it has and accepts no new
+        placement (it left ``ctx.engines``; an offer to it is refused, reason
+        ``"engine_draining"``)."""
+
+    @_noop
+    def on_engine_removed(self, view: EngineView) -> None:
+        """Engine ``view.id`` left the cluster (idle: nothing of it is left to finish); its
+        id is never reused."""
+
 
 class PlacePolicy(BasePolicy):
     """A policy written per request: override ``async def place(request, ctx)``.
@@ -96,18 +114,22 @@ class PlacePolicy(BasePolicy):
 
 
 class ChoicePolicy(PlacePolicy):
-    """A policy that picks one engine per request: override ``choose(request, ctx) -> int``.
+    """A policy that picks one engine per request: override ``choose(request, ctx) -> int``
+    (an engine id, ``view.id`` of one of ``ctx.engines``).
 
     :meth:`place` dispatches to the chosen engine; when that engine refuses, the request ends
-    rejected with the engine's reason.
+    rejected with the engine's reason. While no engine accepts placements (every engine
+    draining or removed), :meth:`place` waits for one to join before it calls :meth:`choose`.
     """
 
     def choose(self, request: Request, ctx: PolicyContext) -> int:
-        """Return the index of the engine to place ``request`` on."""
+        """Return the id of the engine to place ``request`` on."""
         raise NotImplementedError(f"{type(self).__name__}.choose")
 
     async def place(self, request: Request, ctx: PolicyContext) -> None:
         """Dispatch ``request`` to :meth:`choose`'s engine; reject it if that engine refuses."""
+        if not ctx.engines:
+            await ctx.wait_for_engines()
         placement = await ctx.dispatch(request, self.choose(request, ctx))
         if placement.rejected:
             ctx.reject(request, reason=placement.reason or "rejected")
@@ -126,8 +148,8 @@ def from_choice(fn: ChoiceFunction, *, name: str | None = None) -> ChoicePolicy:
     """Adapt a plain choice function into a policy.
 
     Args:
-        fn: ``fn(request, engine_views) -> engine index``, called once per request at its
-            release instant.
+        fn: ``fn(request, engine_views) -> engine id``, called once per request at its
+            release instant with the views of the engines accepting placements.
         name: the policy's name; default the function's ``__name__``.
 
     Returns:

@@ -1,4 +1,9 @@
-"""The built-in policies. They use only the public policy API, as a user's policy would."""
+"""The built-in policies. They use only the public policy API, as a user's policy would.
+
+Each chooses among ``ctx.engines``, the engines accepting placements at the instant of the
+choice, and returns the chosen view's stable id; so each handles engines that join, drain and
+leave. In a cluster that never changes the views are engines ``0 .. n-1`` in order.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ import math
 import attrs
 import numpy as np
 
+from engines import EngineView
 from loadgen import Request
 
 from ._base import ChoicePolicy
@@ -17,43 +23,47 @@ __all__ = ("KVAware", "LeastLoaded", "Random", "RoundRobin", "SessionAffinity", 
 
 @attrs.define(eq=False)
 class RoundRobin(ChoicePolicy):
-    """Engines in turn: request ``k`` (in release order) goes to engine ``k mod n``."""
+    """Engines in turn: request ``k`` (in release order) goes to ``ctx.engines[k mod n]``,
+    where ``n`` is the number of engines accepting placements at that instant (engine ``k mod
+    n`` in a cluster that never changes)."""
 
     name: str = attrs.field(default="round_robin", kw_only=True)
     _next: int = attrs.field(default=0, init=False)
 
     def choose(self, request: Request, ctx: PolicyContext) -> int:
         """Return the next engine in turn."""
-        engine = self._next % len(ctx.engines)
+        engines = ctx.engines
+        view = engines[self._next % len(engines)]
         self._next += 1
-        return engine
+        return view.id
 
 
 @attrs.define(eq=False)
 class Random(ChoicePolicy):
-    """A uniformly random engine per request, drawn from the policy's seeded generator."""
+    """A uniformly random engine per request among those accepting placements, drawn from
+    the policy's seeded generator."""
 
     name: str = attrs.field(default="random", kw_only=True)
 
     def choose(self, request: Request, ctx: PolicyContext) -> int:
-        """Return ``ctx.rng.integers(n)``."""
-        return int(ctx.rng.integers(len(ctx.engines)))
+        """Return the id of ``ctx.engines[ctx.rng.integers(n)]``."""
+        engines = ctx.engines
+        return engines[int(ctx.rng.integers(len(engines)))].id
 
 
-def _outstanding_tokens(ctx: PolicyContext, engine: int) -> int:
-    view = ctx.engines[engine]
-    return view.outstanding_prefill_tokens + view.outstanding_decode_tokens
+def _load(view: EngineView) -> tuple[int, int]:
+    return (view.outstanding_prefill_tokens + view.outstanding_decode_tokens, view.id)
 
 
 @attrs.define(eq=False)
 class LeastLoaded(ChoicePolicy):
-    """The engine with the fewest outstanding tokens (prefill + decode); ties by lowest index."""
+    """The engine with the fewest outstanding tokens (prefill + decode); ties by lowest id."""
 
     name: str = attrs.field(default="least_loaded", kw_only=True)
 
     def choose(self, request: Request, ctx: PolicyContext) -> int:
         """Return the least loaded engine."""
-        return min(range(len(ctx.engines)), key=lambda i: (_outstanding_tokens(ctx, i), i))
+        return min(ctx.engines, key=_load).id
 
 
 @attrs.define(eq=False)
@@ -63,7 +73,7 @@ class KVAware(ChoicePolicy):
     ``cost_i = prefill_weight * (outstanding_prefill_tokens_i + P - overlap_i)
     + outstanding_decode_tokens_i``, where ``P`` is the request's prompt length and
     ``overlap_i`` the prompt tokens engine ``i`` holds cached now
-    (:meth:`PolicyContext.prefix_overlap_tokens`). Ties go to the lowest index.
+    (:meth:`PolicyContext.prefix_overlap_tokens`). Ties go to the lowest id.
 
     With ``temperature > 0`` the engine is drawn instead, with probability proportional to
     ``exp(-(cost_i - min cost) / (temperature * (max cost - min cost)))``, from the policy's
@@ -85,26 +95,27 @@ class KVAware(ChoicePolicy):
             raise ValueError(f"temperature must be finite and >= 0, got {self.temperature}")
 
     def costs(self, request: Request, ctx: PolicyContext) -> list[float]:
-        """Return every engine's cost for ``request``, by engine index."""
+        """Return every engine's cost for ``request``, in ``ctx.engines`` order."""
         costs = []
-        for index, view in enumerate(ctx.engines):
-            to_compute = request.input_length - ctx.prefix_overlap_tokens(request, index)
+        for view in ctx.engines:
+            to_compute = request.input_length - ctx.prefix_overlap_tokens(request, view.id)
             prefill = view.outstanding_prefill_tokens + to_compute
             costs.append(self.prefill_weight * prefill + view.outstanding_decode_tokens)
         return costs
 
     def choose(self, request: Request, ctx: PolicyContext) -> int:
         """Return the lowest-cost engine (or the softmax draw with a temperature)."""
+        engines = ctx.engines
         costs = self.costs(request, ctx)
         lowest = min(costs)
         if self.temperature == 0:
-            return costs.index(lowest)
+            return engines[costs.index(lowest)].id
         span = max(costs) - lowest
         if span == 0:
-            return int(ctx.rng.integers(len(costs)))
+            return engines[int(ctx.rng.integers(len(costs)))].id
         logits = -(np.asarray(costs) - lowest) / (self.temperature * span)
         weights = np.exp(logits)
-        return int(ctx.rng.choice(len(costs), p=weights / weights.sum()))
+        return engines[int(ctx.rng.choice(len(costs), p=weights / weights.sum()))].id
 
 
 def conversation_key(request: Request) -> str | None:
@@ -124,6 +135,10 @@ class SessionAffinity(ChoicePolicy):
     requests of that key go to the engine that accepted the first. Requests without a key
     always use the fallback. Only the fallback's ``choose`` is used, not its hooks.
 
+    When an engine starts draining (or is removed), the keys it was home to are forgotten:
+    the next request of each is placed by the fallback among the engines accepting
+    placements, and its engine becomes the key's new home.
+
     Args:
         fallback: the policy choosing for new keys (default :class:`LeastLoaded`).
     """
@@ -141,6 +156,8 @@ class SessionAffinity(ChoicePolicy):
 
     async def place(self, request: Request, ctx: PolicyContext) -> None:
         """Dispatch to :meth:`choose`'s engine and remember it for the request's key."""
+        if not ctx.engines:
+            await ctx.wait_for_engines()
         placement = await ctx.dispatch(request, self.choose(request, ctx))
         if placement.rejected:
             ctx.reject(request, reason=placement.reason or "rejected")
@@ -148,3 +165,16 @@ class SessionAffinity(ChoicePolicy):
         key = conversation_key(request)
         if key is not None:
             self._engine_of.setdefault(key, placement.engine)
+
+    def on_engine_draining(self, view: EngineView) -> None:
+        """Forget the keys whose home is ``view.id``: they are re-homed by the fallback."""
+        self._rehome(view.id)
+
+    def on_engine_removed(self, view: EngineView) -> None:
+        """Forget the keys whose home is ``view.id`` (none left, if it drained first)."""
+        self._rehome(view.id)
+
+    def _rehome(self, engine: int) -> None:
+        gone = [key for key, home in self._engine_of.items() if home == engine]
+        for key in gone:
+            del self._engine_of[key]

@@ -3,8 +3,9 @@
 A P/D policy makes two choices per request: a prefill engine (from the prefill pool) and a
 decode engine (from the decode pool). :class:`PDPolicy` holds one ordinary policy per pool:
 each side sees only its own pool, as if it were an aggregated topology (``ctx.engines`` are
-that pool's views, indexed by pool position), so every aggregated built-in — and any user
-policy — can make either choice.
+the views of that pool's engines accepting placements, and a choice is an engine's stable
+id, ``view.id``), so every aggregated built-in — and any user policy — can make either
+choice.
 
 When each choice is made depends on the topology's placement order. Source-first (default):
 the prefill side places a request when it is released, and the decode side receives it when its
@@ -85,7 +86,7 @@ class PDPolicy:
         )
 
     def choose_decode(self, request: Request, ctx: PolicyContext) -> int:
-        """Destination-first: return the decode pool position for ``request``.
+        """Destination-first: return the id of ``request``'s decode engine.
 
         Calls ``decode.choose(request, ctx)`` with the decode pool's context.
 

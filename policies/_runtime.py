@@ -37,7 +37,6 @@ import numpy as np
 import simclock
 from engines import (
     BlockKeyer,
-    Engine,
     EngineView,
     EventKind,
     Journal,
@@ -49,6 +48,7 @@ from engines import (
 )
 from loadgen import Request
 
+from ._cluster import InactivePlacement, Membership, MemberState
 from ._exceptions import (
     CommitError,
     InvalidWakeupError,
@@ -76,14 +76,14 @@ Outcome = Literal["committed", "rejected", "aborted"]
 
 
 class EngineHandle(Protocol):
-    """What the runtime needs of an engine: its index, its view and the handshake's engine side.
+    """What the runtime needs of an engine: its id, its view and the handshake's engine side.
 
     :class:`engines.Engine` satisfies it; so can a test double.
     """
 
     @property
     def index(self) -> int:
-        """The engine's index in the topology."""
+        """The engine's stable id (its index in the topology)."""
         ...
 
     @property
@@ -126,7 +126,9 @@ class Policy(Protocol):
       this runtime admitted, produced the first token of, or preempted a request (the
       ``ADMITTED``, ``FIRST_TOKEN`` and ``PREEMPTED`` lifecycle events, at their instants);
     - ``on_finished(trace)``: a placed request reached a terminal state;
-    - ``on_kv_event(event)``: an engine stored or removed KV blocks.
+    - ``on_kv_event(event)``: an engine stored or removed KV blocks;
+    - ``on_engine_added(view)``, ``on_engine_draining(view)``, ``on_engine_removed(view)``:
+      the cluster changed (:mod:`policies._cluster`); ``ctx.engines`` already shows it.
 
     :class:`policies.BasePolicy` provides no-op hooks to subclass.
     """
@@ -153,7 +155,7 @@ class Placement:
 
     Attributes:
         request_id: the request offered.
-        engine: the index of the engine offered.
+        engine: the id of the engine offered.
         outcome: ``"committed"`` (the engine accepted it), ``"rejected"`` (the engine refused
             the offer) or ``"aborted"`` (the tentative placement was rolled back).
         reason: the rejection or abort reason; None when committed.
@@ -388,8 +390,30 @@ class PolicyContext:
 
     @property
     def engines(self) -> tuple[EngineView, ...]:
-        """The engines' read-only views, by engine index."""
+        """The read-only views of the engines accepting placements now, in id order.
+
+        Engines that are draining or removed are left out; ``view.id`` is the id to
+        dispatch to. In a cluster that never changes, ``ctx.engines[i].id == i``.
+        """
         return self._runtime.views
+
+    async def wait_for_engines(self) -> None:
+        """Return once at least one engine accepts placements (at once if one does now).
+
+        Raises:
+            RuntimePoisonedError: the runtime failed earlier.
+        """
+        self._runtime.check_alive()
+        while not self._runtime.views:
+            waiter = asyncio.get_running_loop().create_future()
+            self._runtime._engine_waiters.append(waiter)
+            await waiter
+            self._runtime.check_alive()
+
+    def engine_state(self, engine: int) -> MemberState | None:
+        """The state of engine ``engine`` (``"active"``, ``"draining"`` or ``"removed"``),
+        or None if this policy never had it."""
+        return self._runtime.membership.state(engine)
 
     def block_keys(self, request: Request, block_size: int) -> tuple[int, ...]:
         """Return the chained keys of ``request``'s full prompt blocks at ``block_size``.
@@ -399,7 +423,8 @@ class PolicyContext:
         return self._runtime.block_keys(request, block_size)
 
     def prefix_overlap_tokens(self, request: Request, engine: int) -> int:
-        """Return how many prompt tokens of ``request`` engine ``engine`` holds cached now.
+        """Return how many prompt tokens of ``request`` engine ``engine`` (an id) holds
+        cached now.
 
         At most ``input_length - 1``, as in the engine's own lookup (REFERENCE-engine §4.3).
         """
@@ -571,7 +596,9 @@ class PolicyRuntime:
 
     Args:
         policy: the policy object.
-        engines: the engines, in index order (``engines[i].index == i``).
+        engines: the engines it starts with, in increasing id order (``0 .. n-1`` for an
+            aggregated topology); :meth:`add_engine`, :meth:`drain_engine` and
+            :meth:`remove_engine` change the set (:mod:`policies._cluster`).
         journal: the run's journal; the engines record the handshake's events (OFFERED,
             COMMITTED, ABORTED, REJECTED); the runtime records REJECTED when the policy gives
             a request up (detail ``by="policy"``) and FAILED when a commit fails.
@@ -593,6 +620,7 @@ class PolicyRuntime:
     offer_timeout_ms: float | None = attrs.field(default=None, init=False)
     expiries: int = attrs.field(default=0, init=False)
     views: tuple[EngineView, ...] = attrs.field(init=False)
+    membership: Membership = attrs.field(init=False)
     stream: RequestStream = attrs.field(factory=RequestStream, init=False)
     context: PolicyContext = attrs.field(init=False)
     failure: BaseException | None = attrs.field(default=None, init=False)
@@ -610,6 +638,8 @@ class PolicyRuntime:
     _unsettled: int = attrs.field(default=0, init=False)
     # the expiry timers, in the order they were armed (a dict: cancelled in that order)
     _expiry_tasks: dict[asyncio.Task[None], None] = attrs.field(factory=dict, init=False)
+    _kv_hooked: bool = attrs.field(default=False, init=False)
+    _engine_waiters: list[asyncio.Future[None]] = attrs.field(factory=list, init=False)
 
     #: Every timed piece of the run's work is an engine's: idle engines and no policy
     #: wakeup mean no progress.
@@ -619,12 +649,7 @@ class PolicyRuntime:
     (the replay's no-progress check)."""
 
     def __attrs_post_init__(self) -> None:
-        for position, engine in enumerate(self.engines):
-            if engine.index != position:
-                raise PlacementError(
-                    f"engine at position {position} has index {engine.index}; "
-                    "engines must be given in index order"
-                )
+        self.membership = Membership.of(self.engines)
         latency = self.dispatch_latency_ns
         if isinstance(latency, bool) or not isinstance(latency, int) or latency < 0:
             raise PlacementError(f"dispatch_latency_ns must be an int >= 0, got {latency!r}")
@@ -633,7 +658,7 @@ class PolicyRuntime:
             _check_timeout(timeout, "offer_timeout_ms")
             self.offer_timeout_ms = float(timeout)
         self.name = policy_name(self.policy)
-        self.views = tuple(engine.view for engine in self.engines)
+        self.views = self.membership.views
         self.context = PolicyContext(self, self.name, self.rng)
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -643,6 +668,7 @@ class PolicyRuntime:
         (inside the loop)."""
         hook = _hook(self.policy, "on_kv_event")
         if hook is not None:
+            self._kv_hooked = True
             for engine in self.engines:
                 engine.subscribe_kv(self._kv_event)
         lifecycle = {
@@ -651,10 +677,10 @@ class PolicyRuntime:
             if (found := _hook(self.policy, name)) is not None
         }
         if lifecycle:
-            mine = frozenset(_topology_index(engine) for engine in self.engines)
+            mine = self.membership.state  # every engine this runtime ever had
 
             def on_event(event: LifecycleEvent) -> None:
-                if event.engine in mine:
+                if event.engine is not None and mine(event.engine) is not None:
                     name, hook = lifecycle[event.kind]
                     self._call_hook(name, hook, event)
 
@@ -754,18 +780,63 @@ class PolicyRuntime:
             ) from self.failure
 
     def view(self, engine: int) -> EngineView:
-        """Return the view of engine ``engine``.
+        """Return the view of engine ``engine`` (an id), in any state.
 
         Raises:
             PlacementError: no such engine.
         """
-        if (
-            isinstance(engine, bool)
-            or not isinstance(engine, int)
-            or not (0 <= engine < len(self.views))
-        ):
-            raise PlacementError(f"unknown engine {engine!r}; engines are 0..{len(self.views) - 1}")
-        return self.views[engine]
+        handle = (
+            None
+            if isinstance(engine, bool) or not isinstance(engine, int)
+            else self.membership.handle(engine)
+        )
+        if handle is None:
+            raise self.membership.unknown(engine)
+        return handle.view
+
+    # -- the cluster ------------------------------------------------------------------------
+
+    def add_engine(self, engine: EngineHandle) -> None:
+        """An engine joined: it accepts placements from now on; calls ``on_engine_added``.
+
+        Raises:
+            PlacementError: its id is not higher than every id this runtime had.
+        """
+        self.membership.add(engine)
+        self.views = self.membership.views
+        if self._kv_hooked:
+            engine.subscribe_kv(self._kv_event)
+        self._cluster_hook("on_engine_added", engine)
+        waiters, self._engine_waiters = self._engine_waiters, []
+        for waiter in waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+
+    def drain_engine(self, engine: int) -> None:
+        """Engine ``engine`` accepts no new placement from now on; calls
+        ``on_engine_draining``.
+
+        Raises:
+            PlacementError: no such engine, or it was removed.
+        """
+        handle = self.membership.set_state(engine, "draining")
+        self.views = self.membership.views
+        self._cluster_hook("on_engine_draining", handle)
+
+    def remove_engine(self, engine: int) -> None:
+        """Engine ``engine`` left the cluster; calls ``on_engine_removed``.
+
+        Raises:
+            PlacementError: no such engine, or it was removed already.
+        """
+        handle = self.membership.set_state(engine, "removed")
+        self.views = self.membership.views
+        self._cluster_hook("on_engine_removed", handle)
+
+    def _cluster_hook(self, name: str, engine: EngineHandle) -> None:
+        hook = _hook(self.policy, name)
+        if hook is not None:
+            self._call_hook(name, hook, engine.view)
 
     def block_keys(self, request: Request, block_size: int) -> tuple[int, ...]:
         """Return the chained block keys of ``request`` at ``block_size`` (the keyer
@@ -801,10 +872,20 @@ class PolicyRuntime:
 
     # -- the handshake, policy side -----------------------------------------------------------
 
-    def _offer_check(self, offer: Offer) -> tuple[EngineHandle, _RequestState]:
+    def _offer_check(self, offer: Offer) -> tuple[EngineHandle | None, _RequestState]:
+        """Check that ``offer`` can be made; return its engine (None: the engine accepts no
+        placements, draining or removed) and the request's state."""
         self.check_alive()
         request = offer.request
-        engine = self.engines[self.view(offer.engine).index]
+        engine_id = offer.engine
+        try:
+            engine = (
+                None if isinstance(engine_id, bool) else self.membership.accepting.get(engine_id)
+            )
+        except TypeError:  # unhashable: not an id
+            engine = None
+        if engine is None:
+            self.view(engine_id)  # raises for anything that is not a member's id
         state = self._state(request)
         if state.status != "held":
             raise PlacementError(
@@ -827,6 +908,9 @@ class PolicyRuntime:
 
     def _offer(self, offer: Offer) -> None:
         engine, state = self._offer_check(offer)
+        if engine is None:
+            self._refuse(offer, state)
+            return
         self._answered(offer, state, self._ask(engine, offer))
 
     def _answered(self, offer: Offer, state: _RequestState, result: Tentative | Rejection) -> None:
@@ -864,6 +948,9 @@ class PolicyRuntime:
         """Make ``offer`` across the link: the engine answers ``L`` after it is sent, and the
         answer reaches the policy ``L`` later (the engine holds its promise meanwhile)."""
         engine, state = self._offer_check(offer)
+        if engine is None:  # the runtime knows the engine takes no placements: refused now
+            self._refuse(offer, state)
+            return
         request = offer.request
         offer._state = "sent"
         state.status = "offered"
@@ -984,7 +1071,7 @@ class PolicyRuntime:
             )
         request = offer.request
         state = self._state(request)
-        engine = self.engines[offer.engine]
+        engine = self._member(offer.engine)
         del self._open[request.id]
         self._disarm(offer)
         try:
@@ -1018,6 +1105,8 @@ class PolicyRuntime:
             self._poison(failure)
             raise failure from original
         self.commits += 1
+        if offer.engine not in self.membership.accepting:
+            self._committed_inactive(offer)
         offer._state = "committed"
         state.status = "committed"
         self._settle()
@@ -1039,7 +1128,7 @@ class PolicyRuntime:
             )
         request = offer.request
         state = self._state(request)
-        engine = self.engines[offer.engine]
+        engine = self._member(offer.engine)
         del self._open[request.id]
         self._disarm(offer)
         offer._state = "aborted"
@@ -1066,6 +1155,57 @@ class PolicyRuntime:
         return placement
 
     # -- internals ----------------------------------------------------------------------------
+
+    def refuse(self, request: Request, engine: int) -> Rejection:
+        """Refuse the offer of ``request`` to engine ``engine``, which accepts no placements
+        (draining or removed): record it (``OFFERED`` with the reason as its outcome, and in
+        ``membership.inactive``) and return the rejection.
+
+        Raises:
+            simclock.InternalError: the engine is unknown or active.
+        """
+        engine_state = self.membership.state(engine)
+        if engine_state is None or engine_state == "active":
+            raise simclock.InternalError(f"offer to engine {engine} refused while {engine_state}")
+        now = simclock.now_ns()
+        refused = InactivePlacement(now, request.id, engine, engine_state)
+        self.membership.inactive.append(refused)
+        reason = refused.reason
+        self.journal.mark(now, EventKind.OFFERED, request.id, engine, (("outcome", reason),))
+        return Rejection(engine, request.id, reason, f"engine {engine} is {engine_state}")
+
+    def _refuse(self, offer: Offer, state: _RequestState) -> None:
+        """Refuse an offer to an engine that accepts no placements (draining or removed)."""
+        rejection = self.refuse(offer.request, offer.engine)
+        self.rejections += 1
+        offer._state = "rejected"
+        offer._placement = Placement(
+            rejection.request_id, offer.engine, "rejected", rejection.reason, simclock.now_ns()
+        )
+        state.last_rejection = offer._placement
+
+    def _committed_inactive(self, offer: Offer) -> None:
+        """Record the commit of an offer whose engine stopped accepting since it was made."""
+        state = self.membership.state(offer.engine)
+        if state is None or state == "active":
+            raise simclock.InternalError(f"commit on engine {offer.engine} recorded while {state}")
+        self.membership.inactive.append(
+            InactivePlacement(
+                simclock.now_ns(), offer.request.id, offer.engine, state, "committed"
+            )
+        )
+
+    @property
+    def inactive_placements(self) -> tuple[InactivePlacement, ...]:
+        """Offers refused, and commits made, on engines not accepting placements (see
+        :class:`policies.InactivePlacement`), in order."""
+        return tuple(self.membership.inactive)
+
+    def _member(self, engine: int) -> EngineHandle:
+        handle = self.membership.handle(engine)
+        if handle is None:
+            raise simclock.InternalError(f"open offer on engine {engine}, which is unknown")
+        return handle
 
     def _state(self, request: Request) -> _RequestState:
         state = self._requests.get(request.id)
@@ -1130,13 +1270,6 @@ def _check_timeout(value: object, name: str) -> None:
         or value < 0
     ):
         raise PlacementError(f"{name} must be a finite number of ms >= 0, got {value!r}")
-
-
-def _topology_index(handle: EngineHandle) -> int:
-    """The index in the topology (the one lifecycle events carry) of the engine ``handle``
-    stands for: a pool's handle (P/D) wraps its engine and goes by its pool position."""
-    inner = getattr(handle, "engine", None)
-    return inner.index if isinstance(inner, Engine) else handle.index
 
 
 #: Lifecycle event kinds -> the policy hook called with the event.

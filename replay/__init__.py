@@ -10,6 +10,14 @@ through an executor (local processes or Ray) and writes one table of their metri
 
 from __future__ import annotations
 
+from ._cluster import CLUSTER_ACTIONS as CLUSTER_ACTIONS
+from ._cluster import Cluster as Cluster
+from ._cluster import ClusterAction as ClusterAction
+from ._cluster import ClusterError as ClusterError
+from ._cluster import ClusterEvent as ClusterEvent
+from ._cluster import ElasticRuntime as ElasticRuntime
+from ._cluster import EngineInterval as EngineInterval
+from ._cluster import EngineSpec as EngineSpec
 from ._compare import CompareRow as CompareRow
 from ._compare import Comparison as Comparison
 from ._compare import compare as compare
@@ -77,12 +85,14 @@ from ._report import LifecycleEvidence as LifecycleEvidence
 from ._report import PlaySummary as PlaySummary
 from ._report import ReplayResult as ReplayResult
 from ._report import RunMeta as RunMeta
+from ._report import ServedEngineSummary as ServedEngineSummary
 from ._report import Summary as Summary
 from ._report import finalize as finalize
 from ._run import Run as Run
 from ._run import RunOptions as RunOptions
 from ._run import run as run
 from ._runner import SEED_STREAMS as SEED_STREAMS
+from ._runner import ClusterTask as ClusterTask
 from ._runner import RunJournal as RunJournal
 from ._series import SERIES_FILE as SERIES_FILE
 from ._series import EngineSeries as EngineSeries
@@ -114,6 +124,7 @@ from ._topology import Runtime as Runtime
 from ._topology import Topology as Topology
 
 __all__ = (
+    "CLUSTER_ACTIONS",
     "EXPORTS",
     "EXPORT_FILES",
     "OUTPUT_FILES",
@@ -129,12 +140,20 @@ __all__ = (
     "AdmissionRecord",
     "Aggregated",
     "Breakpoint",
+    "Cluster",
+    "ClusterAction",
+    "ClusterError",
+    "ClusterEvent",
+    "ClusterTask",
     "CompareRow",
     "Comparison",
     "Disaggregated",
     "Distribution",
+    "ElasticRuntime",
     "EngineCounters",
+    "EngineInterval",
     "EngineSeries",
+    "EngineSpec",
     "EngineState",
     "EngineSummary",
     "EngineUsage",
@@ -175,6 +194,7 @@ __all__ = (
     "SLOError",
     "SeriesError",
     "SeriesRecorder",
+    "ServedEngineSummary",
     "Stop",
     "Summary",
     "SweepResult",

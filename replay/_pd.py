@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
 import attrs
 import numpy as np
@@ -52,6 +52,7 @@ from engines import (
 )
 from loadgen import Request
 from policies import (
+    InactivePlacement,
     PDPolicy,
     PolicyContext,
     PolicyRuntime,
@@ -59,7 +60,7 @@ from policies import (
     RequestStream,
 )
 
-from ._pd_topology import KVLink, PlacementOrder
+from ._pd_topology import KVLink, PDConfigError, PlacementOrder
 
 __all__ = (
     "PDRuntime",
@@ -71,41 +72,24 @@ _NS_PER_MS = 1_000_000
 # pool handles: what each pool's policy runtime sees of an engine
 
 
-@attrs.frozen
-class _PoolView(EngineView):
-    """An engine's view inside its pool: ``index`` is the pool position."""
-
-    _position: int
-
-    @property
-    def index(self) -> int:
-        """The engine's position in its pool."""
-        return self._position
-
-
 @attrs.define(eq=False)
 class _PoolEngine:
-    """An engine seen from its pool's policy runtime, at its pool position.
+    """An engine seen from its pool's policy runtime, by its stable id.
 
     After a successful commit on a decode engine, the P/D runtime is told, so it can start
     the handoff.
     """
 
     engine: Engine
-    position: int
     on_commit: Callable[[Engine, Tentative], None] | None = None
-    _view: _PoolView = attrs.field(init=False)
-
-    def __attrs_post_init__(self) -> None:
-        self._view = _PoolView(self.engine, self.position)
 
     @property
     def index(self) -> int:
-        return self.position
+        return self.engine.index
 
     @property
     def view(self) -> EngineView:
-        return self._view
+        return self.engine.view
 
     def offer(
         self, request: Request, *, estimate: bool = False, inform: bool = True
@@ -151,7 +135,9 @@ class _PairedEngine(_PoolEngine):
         owner = self._runtime()
         try:
             decode = owner.choose_decode_engine(request)
-            decode_answer = decode.offer(request, inform=inform)
+            decode_answer = (
+                decode if isinstance(decode, Rejection) else decode.offer(request, inform=inform)
+            )
         except BaseException as error:
             _abort_keeping(
                 self.engine, answer, f"decode choice failed: {type(error).__name__}", error
@@ -159,13 +145,13 @@ class _PairedEngine(_PoolEngine):
             raise
         if isinstance(decode_answer, Rejection):
             self.engine.abort(
-                answer, f"decode engine {decode.index} rejected: {decode_answer.reason}"
+                answer, f"decode engine {decode_answer.engine} rejected: {decode_answer.reason}"
             )
             return Rejection(
                 decode_answer.engine,
                 request.id,
                 decode_answer.reason,
-                f"decode engine {decode.index}: {decode_answer.message}",
+                f"decode engine {decode_answer.engine}: {decode_answer.message}",
             )
         self._pending[answer.serial] = decode_answer
         return answer
@@ -221,6 +207,10 @@ class _PairedEngine(_PoolEngine):
             raise first
 
 
+def _record_time(record: InactivePlacement) -> int:
+    return record.time_ns
+
+
 def _abort_keeping(engine: Engine, tentative: Tentative, reason: str, error: BaseException) -> None:
     """Abort ``tentative`` on ``engine``; a failure is noted on ``error``, never swallowed."""
     try:
@@ -230,29 +220,6 @@ def _abort_keeping(engine: Engine, tentative: Tentative, reason: str, error: Bas
             f"during cleanup: abort of request {tentative.request.id!r} on engine "
             f"{engine.index} raised {type(cleanup).__name__}: {cleanup}"
         )
-
-
-@attrs.define(eq=False)
-class _PoolJournal(Journal):
-    """The journal a pool's policy runtime records into: engine numbers it writes (pool
-    positions) are turned into global engine indices before reaching the run's journal."""
-
-    target: Journal = attrs.field(kw_only=True)
-    offset: int = attrs.field(default=0, kw_only=True)
-
-    def record(self, event: LifecycleEvent) -> None:
-        if event.engine is not None and self.offset:
-            event = attrs.evolve(event, engine=event.engine + self.offset)
-        self.target.record(event)
-
-    def subscribe(
-        self,
-        callback: Callable[[LifecycleEvent], object],
-        *,
-        kinds: Iterable[EventKind] | None = None,
-    ) -> None:
-        """Subscribe ``callback`` to the run's journal (where the engines record)."""
-        self.target.subscribe(callback, kinds=kinds)
 
 
 # --------------------------------------------------------------------------------------------
@@ -291,7 +258,9 @@ class PDRuntime:
     ``request_terminal``, ``failure``). The prefill pool's runtime runs ``policy.prefill``
     over the prefill engines; the decode pool's runtime runs ``policy.decode`` over the decode
     engines (source-first) or lends its context to ``policy.choose_decode`` (destination-first).
-    A failure in either pool runtime, or in a handoff, poisons the run.
+    A failure in either pool runtime, or in a handoff, poisons the run. Both pools address
+    engines by stable id; :meth:`add_engine`, :meth:`drain_engine` and :meth:`remove_engine`
+    change a pool (an added engine joins the pool of its role).
 
     Args:
         policy: the P/D policy.
@@ -335,32 +304,18 @@ class PDRuntime:
         for engine in (*self.prefill_engines, *self.decode_engines):
             self._by_index[engine.index] = engine
         prefill_rng, decode_rng, inspect_rng = self.rng.spawn(3)
-        if self.order == "destination_first":
-            prefill_handles: list[_PoolEngine] = [
-                _PairedEngine(engine, i, owner=self)
-                for i, engine in enumerate(self.prefill_engines)
-            ]
-        else:
-            prefill_handles = [
-                _PoolEngine(engine, i) for i, engine in enumerate(self.prefill_engines)
-            ]
-        decode_handles = [
-            _PoolEngine(engine, i, self._decode_committed)
-            for i, engine in enumerate(self.decode_engines)
-        ]
-        offset = self.decode_engines[0].index if self.decode_engines else 0
         self.prefill = PolicyRuntime(
             self.policy.prefill,
-            tuple(prefill_handles),
-            _PoolJournal(target=self.journal),
+            tuple(self._prefill_handle(engine) for engine in self.prefill_engines),
+            self.journal,
             self.keyer,
             prefill_rng,
             on_poison=self._poison,
         )
         self.decode = PolicyRuntime(
             self.policy.decode,
-            tuple(decode_handles),
-            _PoolJournal(target=self.journal, offset=offset),
+            tuple(self._decode_handle(engine) for engine in self.decode_engines),
+            self.journal,
             self.keyer,
             decode_rng,
             on_poison=self._poison,
@@ -369,10 +324,18 @@ class PDRuntime:
         self._inspector = PolicyRuntime(
             _Inspector(),
             (*self.prefill_engines, *self.decode_engines),
-            _PoolJournal(target=self.journal),
+            self.journal,
             self.keyer,
             inspect_rng,
         )
+
+    def _prefill_handle(self, engine: Engine) -> _PoolEngine:
+        if self.order == "destination_first":
+            return _PairedEngine(engine, owner=self)
+        return _PoolEngine(engine)
+
+    def _decode_handle(self, engine: Engine) -> _PoolEngine:
+        return _PoolEngine(engine, self._decode_committed)
 
     # -- what the runner uses ----------------------------------------------------------------
 
@@ -481,21 +444,66 @@ class PDRuntime:
         for rid in list(self._handoffs):
             self._stop_handoff(rid)
 
+    # -- the cluster ------------------------------------------------------------------------
+
+    def add_engine(self, engine: Engine) -> None:
+        """An engine joined the pool of its role (``"prefill"`` or ``"decode"``).
+
+        Raises:
+            PDConfigError: the engine's role is neither.
+        """
+        if engine.role == "prefill":
+            pool, handle = self.prefill, self._prefill_handle(engine)
+        elif engine.role == "decode":
+            pool, handle = self.decode, self._decode_handle(engine)
+        else:
+            raise PDConfigError(
+                f"engine {engine.index} has role {engine.role!r}; a disaggregated topology "
+                "adds 'prefill' or 'decode' engines"
+            )
+        self._by_index[engine.index] = engine
+        self._inspector.add_engine(engine)
+        pool.add_engine(handle)
+
+    def drain_engine(self, engine: int) -> None:
+        """Engine ``engine`` accepts no new placement in its pool."""
+        self._pool_of(engine).drain_engine(engine)
+
+    def remove_engine(self, engine: int) -> None:
+        """Engine ``engine`` left its pool."""
+        self._pool_of(engine).remove_engine(engine)
+
+    @property
+    def inactive_placements(self) -> tuple[InactivePlacement, ...]:
+        """Offers refused, and commits made, on engines of either pool not accepting
+        placements, in time order (prefill first at one instant)."""
+        both = (*self.prefill.inactive_placements, *self.decode.inactive_placements)
+        return tuple(sorted(both, key=_record_time))
+
+    def _pool_of(self, engine: int) -> PolicyRuntime:
+        return self.prefill if self.prefill.membership.state(engine) is not None else self.decode
+
     # -- context for destination-first ------------------------------------------------------
 
     def engine(self, index: int) -> Engine:
-        """Return the engine with global index ``index``."""
+        """Return the engine with stable id ``index``."""
         return self._by_index[index]
 
-    def choose_decode_engine(self, request: Request) -> Engine:
+    def choose_decode_engine(self, request: Request) -> Engine | Rejection:
         """Destination-first: ask the policy for ``request``'s decode engine.
 
+        Returns:
+            The engine, or the refusal when it accepts no placements (draining or removed;
+            the decode pool keeps it with its refused offers).
+
         Raises:
-            policies.PlacementError: the policy returned an unknown pool position.
+            policies.PlacementError: the policy returned an unknown engine id.
         """
-        position = self.policy.choose_decode(request, self.decode.context)
-        self.decode.view(position)  # validates the position
-        return self.decode_engines[position]
+        engine = self.policy.choose_decode(request, self.decode.context)
+        self.decode.view(engine)  # validates the id
+        if engine in self.decode.membership.accepting:
+            return self._by_index[engine]
+        return self.decode.refuse(request, engine)
 
     # -- the handoff --------------------------------------------------------------------------
 

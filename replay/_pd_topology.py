@@ -28,6 +28,7 @@ from policies import (
     policy_name,
 )
 
+from ._cluster import ClusterError, EngineSpec
 from ._exceptions import ReplayError
 from ._topology import _timing_echo
 
@@ -208,7 +209,9 @@ def _pool_config(config: EngineConfig, role: Literal["prefill", "decode"]) -> En
 class Disaggregated:
     """A prefill pool and a decode pool joined by a KV link (REFERENCE-engine §6).
 
-    Engines are indexed prefill first (``0 .. prefill_workers-1``), then decode. An engine
+    Engines are indexed prefill first (``0 .. prefill_workers-1``), then decode; an engine
+    added during the run (:meth:`engine_spec`) takes the next unused id whatever its pool. An
+    engine
     configuration given with the default role ``"aggregated"`` is given the pool's role.
 
     Attributes:
@@ -277,6 +280,36 @@ class Disaggregated:
             for i in range(self.decode_workers)
         ]
         return (*prefill, *decode)
+
+    def engine_spec(self, *, pool: str | None = None, spec: EngineSpec | None = None) -> EngineSpec:
+        """The spec of an engine added to ``pool``: ``spec`` (given the pool's role), or the
+        pool's.
+
+        Raises:
+            ClusterError: ``pool`` is not ``"prefill"`` or ``"decode"``, or ``spec`` has
+                another block size.
+            PDConfigError: ``spec`` has the other pool's role.
+        """
+        role: Literal["prefill", "decode"]
+        if pool == "prefill":
+            role = "prefill"
+            default = EngineSpec(config=self.prefill_engine, timing=self.prefill_timing)
+        elif pool == "decode":
+            role = "decode"
+            default = EngineSpec(config=self.decode_engine, timing=self.decode_timing)
+        else:
+            raise ClusterError(
+                f"pool: a disaggregated topology adds to 'prefill' or 'decode', got {pool!r}"
+            )
+        if spec is None:
+            return default
+        config = _pool_config(spec.config, role)
+        if config.block_size != self.block_size:
+            raise ClusterError(
+                f"an added engine's block_size {config.block_size} differs from the "
+                f"topology's {self.block_size}"
+            )
+        return EngineSpec(config=config, timing=spec.timing)
 
     def describe(self) -> Mapping[str, object]:
         """Return the topology's configuration as JSON-compatible values."""

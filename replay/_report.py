@@ -48,6 +48,7 @@ __all__ = (
     "PlaySummary",
     "ReplayResult",
     "RunMeta",
+    "ServedEngineSummary",
     "Summary",
     "finalize",
 )
@@ -101,6 +102,8 @@ class EngineUsage:
         peak_running: the most requests running at once.
         peak_kv_blocks: the most KV blocks referenced at once.
         kv_blocks: the engine's usable KV blocks (0: not known).
+        served: ``(joined_ns, removed_ns)`` when the cluster changed during the run
+            (``removed_ns`` None if the engine stayed to the end); None otherwise.
     """
 
     index: int
@@ -110,6 +113,7 @@ class EngineUsage:
     peak_running: int = 0
     peak_kv_blocks: int = 0
     kv_blocks: int = 0
+    served: tuple[int, int | None] | None = attrs.field(default=None, kw_only=True)
 
 
 @attrs.frozen
@@ -142,6 +146,20 @@ class EngineSummary:
     mean_batch_size: float | None = None
     peak_running: int | None = None
     peak_kv_usage: float | None = None
+
+
+@attrs.frozen
+class ServedEngineSummary(EngineSummary):
+    """An engine's figures in a run whose cluster changed: an :class:`EngineSummary` with
+    the interval the engine served.
+
+    Attributes:
+        joined_ms: when it joined (0 for the topology's engines).
+        removed_ms: when it was removed, or None if it stayed to the end.
+    """
+
+    joined_ms: float = attrs.field(kw_only=True)
+    removed_ms: float | None = attrs.field(kw_only=True)
 
 
 @attrs.frozen
@@ -687,19 +705,25 @@ def _engine_summaries(
         utilisation = None
         if u is not None and duration_ns is not None and duration_ns > 0:
             utilisation = u.busy_ns / duration_ns
-        summaries.append(
-            EngineSummary(
-                index=index,
-                busy_ms=busy_ms,
-                utilisation=utilisation,
-                passes=None if u is None else u.passes,
-                preemptions=preemptions,
-                completed=completed,
-                mean_batch_size=None if u is None or not u.passes else u.batch_entries / u.passes,
-                peak_running=None if u is None else u.peak_running,
-                peak_kv_usage=(
-                    None if u is None or not u.kv_blocks else u.peak_kv_blocks / u.kv_blocks
-                ),
-            )
+        summary = EngineSummary(
+            index=index,
+            busy_ms=busy_ms,
+            utilisation=utilisation,
+            passes=None if u is None else u.passes,
+            preemptions=preemptions,
+            completed=completed,
+            mean_batch_size=None if u is None or not u.passes else u.batch_entries / u.passes,
+            peak_running=None if u is None else u.peak_running,
+            peak_kv_usage=(
+                None if u is None or not u.kv_blocks else u.peak_kv_blocks / u.kv_blocks
+            ),
         )
+        if u is not None and u.served is not None:
+            joined, removed = u.served
+            summary = ServedEngineSummary(
+                **attrs.asdict(summary, recurse=False),
+                joined_ms=joined / _NS_PER_MS,
+                removed_ms=None if removed is None else removed / _NS_PER_MS,
+            )
+        summaries.append(summary)
     return tuple(summaries)

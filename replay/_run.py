@@ -11,7 +11,7 @@ import gc
 import inspect
 import math
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Required, TypedDict, Unpack, cast
 
 import attrs
@@ -23,6 +23,7 @@ from loadgen import LoadMode, Workload
 from policies import Policy, policy_name
 from simclock import log_context
 
+from ._cluster import Cluster, ClusterError, ClusterEvent
 from ._exceptions import ReplayFailedError, ReplayInterrupted, WorkloadValidationError
 from ._logging_events import subscribe_story
 from ._metrics import SLO
@@ -32,6 +33,7 @@ from ._report import ReplayResult, RunMeta, finalize
 from ._runner import (
     SEED_STREAMS,
     STEPPINGS,
+    ClusterTask,
     RunJournal,
     RunParts,
     Stepping,
@@ -82,6 +84,12 @@ class RunOptions(TypedDict, total=False):
         series: record per-engine queue depth, batch size, KV usage and utilisation into
             this :class:`replay.SeriesRecorder` (``recorder.write(output_dir)`` writes
             ``engines.csv``); the report is the same with or without it.
+        cluster_events: a declared schedule of cluster changes (:class:`replay.ClusterEvent`:
+            add, drain or remove an engine at an instant), applied on the run's clock;
+            echoed in ``config.json`` as ``cluster.events``.
+        cluster_tasks: coroutine functions called with the run's :class:`replay.Cluster` and
+            run as supervised tasks on its clock (they may add, drain and remove engines at
+            any instant); an exception fails the run, and they are cancelled when it ends.
     """
 
     topology: Required[Topology]
@@ -97,6 +105,8 @@ class RunOptions(TypedDict, total=False):
     dispatch_latency_ms: float
     request_log: RequestLog | None
     series: SeriesRecorder | None
+    cluster_events: Sequence[ClusterEvent]
+    cluster_tasks: Sequence[ClusterTask]
 
 
 _RUN_OPTIONS = frozenset(RunOptions.__annotations__)
@@ -203,7 +213,13 @@ class Run:
         """What made the replay fail (a commit, a policy, an engine, the driver, the loop),
         if anything; the report names it."""
         p = self.parts
-        return p.runtime.failure or p.engine_failure or p.driver_failure or p.loop_failure
+        return (
+            p.runtime.failure
+            or p.engine_failure
+            or p.driver_failure
+            or p.cluster_failure
+            or p.loop_failure
+        )
 
     @property
     def runtime(self) -> Runtime:
@@ -217,8 +233,14 @@ class Run:
 
     @property
     def engines(self) -> tuple[Engine, ...]:
-        """The engines, in index order."""
+        """Every engine of the run so far, removed ones too, in id order."""
         return self.parts.engines
+
+    @property
+    def cluster(self) -> Cluster:
+        """The run's engines by stable id; add, drain and remove them from a coroutine of
+        the run (see :class:`replay.Cluster`)."""
+        return self.parts.cluster
 
     # -- advancing -------------------------------------------------------------------------
 
@@ -495,6 +517,15 @@ def _check_seed(seed: object) -> int:
 
 
 
+def _check_cluster_events(events: object) -> tuple[ClusterEvent, ...]:
+    if isinstance(events, str) or not isinstance(events, Sequence):
+        raise ClusterError(f"cluster_events: must be a sequence of ClusterEvent, got {events!r}")
+    for i, event in enumerate(events):
+        if not isinstance(event, ClusterEvent):
+            raise ClusterError(f"cluster_events[{i}]: must be a ClusterEvent, got {event!r}")
+    return tuple(events)
+
+
 def setup(
     workload: Workload, options: RunOptions, *, caller: str
 ) -> tuple[RunParts, dict[str, Any]]:
@@ -532,6 +563,8 @@ def setup(
     request_log = options.get("request_log")
     config = options.get("config")
     load = options.get("load")
+    cluster_events = _check_cluster_events(options.get("cluster_events", ()))
+    cluster_tasks = tuple(options.get("cluster_tasks", ()))
     seed = _check_seed(options.get("seed", 0))
     if stepping not in STEPPINGS:
         raise WorkloadValidationError(
@@ -576,6 +609,8 @@ def setup(
         stream=stream,
         slo=None if slo is None or slo.is_empty else slo,
         series=options.get("series"),
+        cluster_events=cluster_events,
+        cluster_tasks=cluster_tasks,
     )
     echo: dict[str, Any] = {
         "seed": seed,
@@ -591,6 +626,8 @@ def setup(
     }
     if attrs.evolve(load, max_virtual_time_s=None) != LoadMode():
         echo["load"] = _jsonable(attrs.asdict(load))
+    if cluster_events:
+        echo["cluster"] = {"events": [event.as_dict() for event in cluster_events]}
     if config:
         echo["config"] = dict(config)
     return replay, echo

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, Literal, Protocol
 
 import attrs
@@ -35,6 +35,7 @@ from engines import (
 from loadgen import Driver, DriverReport, LoadMode, Request
 from policies import Policy, PolicyRuntime
 
+from ._cluster import Cluster, ClusterEvent, EngineSpec, check_events
 from ._exceptions import WorkloadValidationError
 from ._metrics import SLO
 from ._prepare import PreparedWorkload
@@ -45,7 +46,20 @@ from ._stream import RecordStream
 from ._topology import Runtime, Topology
 from ._watch import NO_PROGRESS_S, NO_PROGRESS_WAKEUPS, ProgressWatch
 
-__all__ = ("SEED_STREAMS", "STEPPINGS", "RunJournal", "RunParts", "Stepping", "TokenizerStageLike")
+__all__ = (
+    "SEED_STREAMS",
+    "STEPPINGS",
+    "ClusterTask",
+    "RunJournal",
+    "RunParts",
+    "Stepping",
+    "TokenizerStageLike",
+)
+
+ClusterTask = Callable[[Cluster], Awaitable[object]]
+"""A coroutine function a run calls with its :class:`replay.Cluster` and runs as a supervised
+task on its clock (the ``cluster_tasks`` run option): an exception fails the run; it is
+cancelled when the run ends."""
 
 SEED_STREAMS = ("policy", "driver", "topology", "workload")
 """The child seed streams of a run, in spawn order: ``SeedSequence(seed).spawn(4)``.
@@ -147,14 +161,17 @@ class RunParts:
     stream: RecordStream | None = attrs.field(default=None, kw_only=True)
     slo: SLO | None = attrs.field(default=None, kw_only=True)
     series: SeriesRecorder | None = attrs.field(default=None, kw_only=True)
+    cluster_events: Sequence[ClusterEvent] = attrs.field(default=(), kw_only=True)
+    cluster_tasks: Sequence[ClusterTask] = attrs.field(default=(), kw_only=True)
     journal: RunJournal = attrs.field(init=False)
-    engines: tuple[Engine, ...] = attrs.field(init=False)
+    cluster: Cluster = attrs.field(init=False)
     runtime: Runtime = attrs.field(init=False)
     driver: Driver = attrs.field(init=False)
     driver_report: DriverReport | None = attrs.field(default=None, init=False)
     stop_reason: StopReason | None = attrs.field(default=None, init=False)
     engine_failure: BaseException | None = attrs.field(default=None, init=False)
     driver_failure: BaseException | None = attrs.field(default=None, init=False)
+    cluster_failure: BaseException | None = attrs.field(default=None, init=False)
     loop_failure: simclock.SimulationError | None = attrs.field(default=None, init=False)
     _pool: _TokenizerPool | None = attrs.field(default=None, init=False)
     # Requests that reached their terminal state: a flag per workload position, a set for
@@ -175,18 +192,31 @@ class RunParts:
         if self.cutoff_ns is not None and self.load.max_virtual_time_s is None:
             self.load = attrs.evolve(self.load, max_virtual_time_s=self.cutoff_ns / 1e9)
 
+    @property
+    def engines(self) -> tuple[Engine, ...]:
+        """Every engine of the run, removed ones too, in id order."""
+        return self.cluster.engines
+
     def build(self) -> None:
         self.journal = RunJournal(keep_events=self.keep_events, on_terminal=self._on_terminal)
         keyer = BlockKeyer()
-        self.engines = tuple(self.topology.build(keyer=keyer, journal=self.journal))
-        for engine in self.engines:
+        engines = tuple(self.topology.build(keyer=keyer, journal=self.journal))
+        for engine in engines:
             engine.macro_stepping = self.stepping == "macro"
+        self.cluster_events = check_events(self.cluster_events, len(engines))
+
+        def build_engine(engine_id: int, spec: EngineSpec) -> Engine:
+            engine = Engine(engine_id, spec.config, spec.timing, keyer=keyer, journal=self.journal)
+            engine.macro_stepping = self.stepping == "macro"
+            return engine
+
+        self.cluster = Cluster(engines, build_engine, self._start_engine, self.topology)
         policy_rng = np.random.default_rng(self.seeds[SEED_STREAMS.index("policy")])
         # The topology supplies the runtime: a PolicyRuntime for aggregated engines, one
         # runtime per pool plus the prefill->decode handoff for replay.Disaggregated.
         self.runtime = self.topology.make_runtime(
             self.policy,
-            self.engines,
+            engines,
             journal=self.journal,
             keyer=keyer,
             rng=policy_rng,
@@ -238,24 +268,57 @@ class RunParts:
                 every_ns=round(2 * NO_PROGRESS_S * 1e9),
                 every_moves=2 * NO_PROGRESS_WAKEUPS,
             )
-        for engine in self.engines:
-            task = loop.create_task(engine.run(), name=f"engine[{engine.index}]")
-            task.add_done_callback(self._engine_done)
-            self._engine_tasks.append(task)
+        self.cluster.attach(self.runtime, loop)
+        for engine in self.cluster.engines:
+            self._start_engine(engine)
         self.runtime.start()
         driver = loop.create_task(self.driver.run(), name="driver")
         driver.add_done_callback(self._driver_done)
         self._side_tasks.append(driver)
+        tasks = [(f"cluster:task{i}", fn) for i, fn in enumerate(self.cluster_tasks)]
+        if self.cluster_events:
+            tasks.insert(0, ("cluster:events", self._cluster_schedule))
+        for name, task_fn in tasks:
+            side = loop.create_task(_awaited(task_fn(self.cluster)), name=name)
+            side.add_done_callback(self._cluster_task_done)
+            self._side_tasks.append(side)
         deadline = self.driver.deadline_ns
         if deadline is not None:
             self._side_tasks.append(loop.create_task(self._cutoff(deadline), name="cutoff"))
         await self._done
         await self._shutdown()
 
+    def _start_engine(self, engine: Engine) -> None:
+        """Start ``engine``'s coroutine (at the start of the run, or when it joins)."""
+        task = asyncio.get_running_loop().create_task(engine.run(), name=f"engine[{engine.index}]")
+        task.add_done_callback(self._engine_done)
+        self._engine_tasks.append(task)
+
+    async def _cluster_schedule(self, cluster: Cluster) -> None:
+        """Apply the declared cluster events, each at its instant."""
+        for event in self.cluster_events:
+            if event.at_ns > simclock.now_ns():
+                await simclock.sleep_until_ns(event.at_ns, waiter="cluster:events")
+            if event.action == "add":
+                cluster.add_engine(pool=event.pool)
+            elif event.action == "drain" and event.engine is not None:
+                cluster.drain(event.engine)
+            elif event.engine is not None:
+                cluster.remove(event.engine)
+
+    def _cluster_task_done(self, task: asyncio.Task[Any]) -> None:
+        if task.cancelled():
+            return
+        error = task.exception()
+        if error is not None:
+            if self.cluster_failure is None:
+                self.cluster_failure = error
+            self._finish("failed")
+
     def _engines_idle(self) -> bool:
         return all(
             e.view.waiting_count == 0 and e.view.running_count == 0 and e.view.pending_offers == 0
-            for e in self.engines
+            for e in self.cluster.live
         )
 
     def _unsettled_ids(self) -> list[str]:
@@ -287,7 +350,7 @@ class RunParts:
     def _cancel(self, request_id: str) -> None:
         """The driver cancelled ``request_id`` (a profile's grace ended): drop it now."""
         found = False
-        for engine in self.engines:
+        for engine in self.cluster.live:
             # the first engine that holds it records its one CANCELLED event
             found = engine.cancel(request_id, record=not found) or found
         if not found:
@@ -456,6 +519,8 @@ class RunParts:
                 await task  # engine failures were recorded by _engine_done
 
     def engine_usage(self) -> tuple[EngineUsage, ...]:
+        # the interval each engine served, when the cluster changed during the run
+        intervals = self.cluster.intervals() if self.cluster.changed else [None] * len(self.engines)
         return tuple(
             EngineUsage(
                 index=engine.index,
@@ -465,6 +530,11 @@ class RunParts:
                 peak_running=engine.peak_running,
                 peak_kv_blocks=engine.peak_kv_blocks,
                 kv_blocks=engine.config.num_blocks,
+                served=None if interval is None else (interval.joined_ns, interval.removed_ns),
             )
-            for engine in self.engines
+            for engine, interval in zip(self.engines, intervals, strict=True)
         )
+
+
+async def _awaited(awaitable: Awaitable[object]) -> None:
+    await awaitable

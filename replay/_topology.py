@@ -24,6 +24,8 @@ from engines import (
 from loadgen import Request
 from policies import Policy, PolicyContext, PolicyRuntime, RequestStatus, RequestStream
 
+from ._cluster import ClusterError, EngineSpec
+
 __all__ = ("Aggregated", "Runtime", "Topology")
 
 
@@ -107,7 +109,12 @@ class Runtime(Protocol):
 
 class Topology(Protocol):
     """What :func:`replay.run` needs of a topology: engines, their block size, a config echo,
-    and the runtime that places requests on the engines."""
+    and the runtime that places requests on the engines.
+
+    A topology that also has ``engine_spec(*, pool=None, spec=None) -> EngineSpec`` (as
+    :class:`Aggregated` and :class:`replay.Disaggregated` do) lets a run add engines
+    (:meth:`replay.Cluster.add_engine`).
+    """
 
     @property
     def block_size(self) -> int:
@@ -181,6 +188,28 @@ class Aggregated:
             Engine(index, self.engine, self.timing, keyer=keyer, journal=journal)
             for index in range(self.workers)
         )
+
+    def engine_spec(self, *, pool: str | None = None, spec: EngineSpec | None = None) -> EngineSpec:
+        """The spec of an engine added to the run: ``spec``, checked, or every engine's.
+
+        Raises:
+            ClusterError: a ``pool`` (an aggregated topology has none), or a ``spec`` of
+                another block size or of a prefill or decode role.
+        """
+        if pool is not None:
+            raise ClusterError(f"pool: an aggregated topology has no pools, got {pool!r}")
+        if spec is None:
+            return EngineSpec(config=self.engine, timing=self.timing)
+        if spec.config.role != "aggregated":
+            raise ClusterError(
+                f"an aggregated topology adds aggregated engines, not {spec.config.role!r} ones"
+            )
+        if spec.config.block_size != self.block_size:
+            raise ClusterError(
+                f"an added engine's block_size {spec.config.block_size} differs from the "
+                f"topology's {self.block_size}"
+            )
+        return spec
 
     def make_runtime(
         self,

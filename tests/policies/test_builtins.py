@@ -32,6 +32,10 @@ class View:
     block_size: int = 64
     cached_tokens: int = 0  # what prefix_overlap_tokens answers for this engine
 
+    @property
+    def id(self) -> int:
+        return self.index
+
 
 @attrs.define
 class Ctx:
@@ -41,7 +45,8 @@ class Ctx:
     rng: np.random.Generator = attrs.field(factory=lambda: np.random.default_rng(7))
 
     def prefix_overlap_tokens(self, request: Request, engine: int) -> int:
-        return self.engines[engine].cached_tokens
+        (view,) = (v for v in self.engines if v.id == engine)
+        return view.cached_tokens
 
 
 def ctx_of(*views: Sequence[int], seed: int = 7) -> Ctx:

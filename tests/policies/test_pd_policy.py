@@ -104,7 +104,7 @@ def test_round_robin_per_pool_alternates_each_pool_independently() -> None:
 @pytest.mark.parametrize("order", ["source_first", "destination_first"])
 def test_a_user_choice_can_override_the_decode_side_only(order: str) -> None:
     topology = example_d(prefill_workers=2, decode_workers=2, order=order)
-    last = from_choice(lambda r, views: len(views) - 1, name="last")
+    last = from_choice(lambda r, views: views[-1].id, name="last")
     requests = [request(f"r{i}", at_ms=100.0 * i, p=200, n=2, ids=[i]) for i in range(3)]
     result = replay(requests, topology, PDPolicy(decode=last))
     pairs = [
@@ -117,12 +117,12 @@ def test_decode_views_are_the_decode_pool_only() -> None:
     seen: list[tuple[int, ...]] = []
 
     def record(r: object, views: object) -> int:
-        seen.append(tuple(v.index for v in views))  # type: ignore[attr-defined]
-        return 0
+        seen.append(tuple(v.id for v in views))  # type: ignore[attr-defined]
+        return views[0].id  # type: ignore[index,no-any-return]
 
     topology = example_d(prefill_workers=2, decode_workers=3)
     replay([request("a", p=200, n=2, ids=[1])], topology, PDPolicy(decode=from_choice(record)))
-    assert seen == [(0, 1, 2)]  # pool positions of engines 2, 3, 4
+    assert seen == [(2, 3, 4)]  # the decode engines, by their stable ids
 
 
 def test_builtin_options_reach_both_pools() -> None:

@@ -35,6 +35,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "_plot",
     ),
     "composition": (
+        "_cluster",
         "_topology",
         "_prepare",
         "_watch",

@@ -270,7 +270,7 @@ class Prober(ChoicePolicy):
             cached = v.prefix_overlap(ctx.block_keys(request, v.block_size)) * v.block_size
             todo = request.input_length - min(cached, request.input_length - 1)
             costs.append(v.outstanding_prefill_tokens + todo + v.outstanding_decode_tokens)
-        return costs.index(min(costs))
+        return ctx.engines[costs.index(min(costs))].id
 
     def on_committed(self, placement: Placement) -> None:
         if self._ctx is not None:

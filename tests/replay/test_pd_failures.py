@@ -27,7 +27,7 @@ from replay import ReplayFailedError, ReplayResult
 
 from .pd_helpers import KeepingPD, clean, example_d, replay, request, statuses
 
-# engines: prefill 0, 1; decode 2, 3 (decode pool positions 0, 1)
+# engines: prefill 0, 1; decode 2, 3 (each pool addresses its engines by these ids)
 REQUESTS = [
     request("a", p=128, n=3, ids=[11]),
     request("b", p=128, n=3, ids=[12]),
@@ -67,12 +67,12 @@ class Recording(RoundRobin):
 
 
 class BodyFails(PlacePolicy):
-    """Offers to position 0 and raises inside the offer's scope."""
+    """Offers to the first engine of its pool and raises inside the offer's scope."""
 
     name = "body-fails"
 
     async def place(self, request: Request, ctx: PolicyContext) -> None:
-        async with ctx.offer(request, 0):
+        async with ctx.offer(request, ctx.engines[0].id):
             raise KeyError("policy bug")
 
 
@@ -139,11 +139,11 @@ def test_decode_commit_failure_fails_the_request_and_releases_its_prefill_blocks
     decode = Recording()
     cause, result = failed_run(PDPolicy(decode=decode), keeping)
     assert isinstance(cause, CommitError)
-    assert (cause.request_id, cause.engine) == ("b", 1)  # decode pool position 1 = engine 3
+    assert (cause.request_id, cause.engine) == ("b", 3)  # decode engines are 2 and 3
     assert str(cause) == (
-        "commit of request 'b' on engine 1 failed: RuntimeError: injected commit failure for b"
+        "commit of request 'b' on engine 3 failed: RuntimeError: injected commit failure for b"
     )
-    assert [(p.request_id, p.engine) for p in decode.aborted] == [("b", 1)]
+    assert [(p.request_id, p.engine) for p in decode.aborted] == [("b", 3)]
     # a was placed on decode engine 2 before b failed, at the same instant, and c (released at
     # 20) was in prefill: their handoffs are undone
     assert statuses(result) == {"a": "failed", "b": "failed", "c": "failed"}
@@ -159,7 +159,7 @@ def test_decode_abort_failure_during_scope_cleanup_is_kept_and_prefill_blocks_re
     cause, result = failed_run(PDPolicy(decode=BodyFails()), keeping)
     assert isinstance(cause, PlacementError)
     assert str(cause) == (
-        "abort of request 'a' on engine 0 failed: RuntimeError: injected abort failure for a"
+        "abort of request 'a' on engine 2 failed: RuntimeError: injected abort failure for a"
     )
     assert statuses(result) == {"a": "failed", "b": "failed", "c": "failed"}
     assert_accounted(result, keeping)
@@ -193,7 +193,7 @@ def test_destination_first_decode_commit_failure_aborts_the_prefill_offer() -> N
     keeping = topo("destination_first", fail_commit={3: frozenset({"b"})})
     cause, result = failed_run(PDPolicy(), keeping)
     assert isinstance(cause, CommitError)
-    assert (cause.request_id, cause.engine) == ("b", 1)  # the prefill position offered
+    assert (cause.request_id, cause.engine) == ("b", 1)  # the prefill engine offered
     assert statuses(result)["b"] == "failed"
     assert_accounted(result, keeping)
 
