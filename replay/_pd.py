@@ -236,6 +236,10 @@ class _PoolJournal(Journal):
     target: Journal = attrs.field(kw_only=True)
     offset: int = attrs.field(default=0, kw_only=True)
 
+    def __attrs_post_init__(self) -> None:
+        # the run's traces, read through the pool's journal (a policy's release instants)
+        self.traces = self.target.traces
+
     def record(self, event: LifecycleEvent) -> None:
         if event.engine is not None and self.offset:
             event = attrs.evolve(event, engine=event.engine + self.offset)
