@@ -236,7 +236,7 @@ RequestStatus = Literal["held", "offered", "committed", "failed", "terminal"]
 @attrs.define(eq=False)
 class _RequestState:
     request: Request
-    received_ns: int
+    received_ns: int | None
     status: RequestStatus = "held"
     engine: int | None = None
     last_rejection: Placement | None = None
@@ -604,7 +604,7 @@ class PolicyRuntime:
         """
         if request.id in self._requests:
             raise PlacementError(f"request {request.id!r} was submitted twice")
-        self._requests[request.id] = _RequestState(request, simclock.now_ns())
+        self._requests[request.id] = _RequestState(request, _received_ns())
         self._unsettled += 1
         self.stream._put(request)
 
@@ -713,9 +713,11 @@ class PolicyRuntime:
         trace = self.journal.traces.get(request.id)
         if trace is not None and trace.arrival_ns is not None:
             return trace.arrival_ns
-        if state.finished:
+        if state.finished or state.received_ns is None:
             raise PlacementError(
                 f"request {request.id!r} has ended; its release instant is no longer kept"
+                if state.finished
+                else f"request {request.id!r} was submitted outside the virtual loop"
             )
         return state.received_ns
 
@@ -919,6 +921,14 @@ class PolicyRuntime:
         self.failure = failure
         if self.on_poison is not None:
             self.on_poison(failure)
+
+
+def _received_ns() -> int | None:
+    """The current instant, or None when no virtual loop runs (a runtime fed by hand)."""
+    try:
+        return simclock.now_ns()
+    except simclock.NotVirtualLoopError:
+        return None
 
 
 def _topology_index(handle: EngineHandle) -> int:

@@ -141,3 +141,11 @@ def test_an_ended_request_without_a_trace_has_no_release_instant() -> None:
         return str(error.value)
 
     assert simclock.run(main()) == "request 'a' has ended; its release instant is no longer kept"
+
+
+def test_a_request_submitted_outside_the_loop_has_no_release_instant() -> None:
+    runtime = _bare_runtime()
+    runtime.submit(req("a"))  # no virtual loop runs, and no journal trace holds an arrival
+    with pytest.raises(PlacementError) as error:
+        runtime.context.release_ns(req("a"))
+    assert str(error.value) == "request 'a' was submitted outside the virtual loop"
