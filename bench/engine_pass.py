@@ -14,7 +14,6 @@ also prints how many entries the replay's passes had. Figures are printed, never
 from __future__ import annotations
 
 import argparse
-import importlib.resources
 import itertools
 import statistics
 import sys
@@ -46,7 +45,7 @@ from engines import (
     gpu_spec,
     model_arch,
 )
-from loadgen import read_trace
+from loadgen import dataset_path, read_trace
 
 Rows = tuple[list[int], list[int], list[int], list[int], list[bool]]
 
@@ -190,9 +189,7 @@ def replay_cpu_s(trace: str | None, *, repeats: int, shapes: bool, limit: int | 
     """Print the CPU seconds of the replay ``simclock replay [trace] --quiet`` runs."""
     config = replay.config.resolve_config({}, {"trace": trace})
     if trace is None:
-        sample = importlib.resources.files("replay").joinpath("data", "mooncake_sample.jsonl")
-        with importlib.resources.as_file(sample) as path:
-            workload = read_trace(path, format=config.format)
+        workload = read_trace(dataset_path("mooncake-sample"), format=config.format)
     else:
         workload = read_trace(trace, format=config.format)
     if limit is not None:

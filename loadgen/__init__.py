@@ -29,6 +29,7 @@ from ._driver import DriverReport as DriverReport
 from ._driver import IdleShift as IdleShift
 from ._driver import PlayOutcome as PlayOutcome
 from ._driver import RequestOutcome as RequestOutcome
+from ._exceptions import SLOError as SLOError
 from ._exceptions import TraceFormatError as TraceFormatError
 from ._exceptions import WorkloadConfigError as WorkloadConfigError
 from ._exceptions import WorkloadRunError as WorkloadRunError
@@ -58,6 +59,7 @@ from ._request import Identity as Identity
 from ._request import Lineage as Lineage
 from ._request import Request as Request
 from ._request import as_hash_ids as as_hash_ids
+from ._slo import SLO as SLO
 from ._stats import LengthStats as LengthStats
 from ._stats import WorkloadStats as WorkloadStats
 from ._stats import nominal_release_ms as nominal_release_ms
@@ -76,6 +78,7 @@ from ._workload import Workload as Workload
 __all__ = (
     "DATASETS",
     "FORMATS",
+    "SLO",
     "TERMINAL_STATUSES",
     "ArrivalProcess",
     "ArrivalRule",
@@ -105,6 +108,7 @@ __all__ = (
     "Profile",
     "Request",
     "RequestOutcome",
+    "SLOError",
     "Snapshot",
     "SubagentGroup",
     "SyntheticRequests",

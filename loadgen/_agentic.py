@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import attrs
@@ -17,6 +18,7 @@ from ._limits import MAX_INSTANT_MS, instant_problem
 from ._lineage import derive_lineage
 from ._mooncake import check_block_size, check_instants, no_requests, request_fields
 from ._request import ArrivalRule, Dep, Identity, Request
+from ._slo import SLO
 from ._workload import Play, Tolerated, Workload, check_source
 
 __all__ = ("read_agentic",)
@@ -34,6 +36,7 @@ class _Node:
     tail: bool
     wait_for: tuple[str, ...]
     delay_ms: float
+    slo: SLO | None
 
 
 def read_agentic(
@@ -46,8 +49,9 @@ def read_agentic(
     """Read an agentic-Mooncake JSONL trace: one DAG node per line (§2.3).
 
     Rows carry the mooncake fields plus ``request_id`` and ``wait_for``; a row waits
-    for the completion of every id it lists plus ``delay + tool_wait_ms``. A play is a
-    weakly connected component, named by its earliest root; each play is its own content
+    for the completion of every id it lists plus ``delay + tool_wait_ms``. A row may carry
+    its own SLO, ``"slo": {"ttft_ms": 500, "tpot_ms": 50, "e2e_ms": 20000}`` (any subset).
+    A play is a weakly connected component, named by its earliest root; each play is its own content
     scope. Root timestamps are shifted so the earliest is 0.
 
     Args:
@@ -118,6 +122,7 @@ def read_agentic_records(file: str, src: str, block: int, ids: ContentInterner) 
                 tail=tail,
                 wait_for=wait_for,
                 delay_ms=delay + tool_wait,
+                slo=own_slo(loc),
             )
             nodes.append(node)
             by_id[request_id] = node
@@ -131,6 +136,35 @@ def read_agentic_records(file: str, src: str, block: int, ids: ContentInterner) 
     )
     with collector_paused():
         return _build(src, file, block, ids, nodes, by_id, surplus, ignored)
+
+
+def own_slo(loc: Located) -> SLO | None:
+    """A row's own SLO: ``"slo": {"ttft_ms": 500, "tpot_ms": 50, "e2e_ms": 20000}``.
+
+    Any subset of the three bounds, milliseconds, each a finite number ``>= 0``; an empty
+    object or ``null`` is no SLO.
+    """
+    value = loc.obj.get("slo")
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise loc.error("slo", f'must be an object such as {{"ttft_ms": 500}}, got {render(value)}')
+    bounds: dict[str, float] = {}
+    for key, bound in value.items():
+        if key not in _SLO_BOUNDS:
+            raise loc.error(f"slo.{key}", "unknown bound (expected ttft_ms, tpot_ms, e2e_ms)")
+        if (
+            isinstance(bound, bool)
+            or not isinstance(bound, int | float)
+            or not math.isfinite(bound)
+            or bound < 0
+        ):
+            raise loc.error(f"slo.{key}", f"must be a finite number >= 0 (ms), got {render(bound)}")
+        bounds[key] = float(bound)
+    return SLO(**bounds) if bounds else None
+
+
+_SLO_BOUNDS = ("ttft_ms", "tpot_ms", "e2e_ms")
 
 
 def _no_hash(loc: Located, key: str, value: str) -> None:
@@ -278,6 +312,7 @@ def _build(
                     play_id=play_id,
                     lineage=lineage[conv],
                 ),
+                slo=node.slo,
             )
         plays.append(
             Play(

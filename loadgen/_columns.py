@@ -276,6 +276,7 @@ def linked_requests(
         request.identity = identity
         request.model = None
         request.recorded_service_ms = None
+        request.slo = None
         request.__class__ = cls
         append(request)
     return tuple(out)

@@ -1,8 +1,9 @@
 """The public traces bundled with simclock, by name.
 
 Three real traces ship inside the package, compressed (see ``loadgen/datasets/PROVENANCE.md``
-for their sources, licences and checksums): a user replays one by name without downloading
-anything, and the tests and docs use them the same way.
+for their sources, licences and checksums), and a sample selected from one of them that
+``simclock replay`` replays when it is given no trace: a user replays one by name without
+downloading anything, and the tests and docs use them the same way.
 """
 
 from __future__ import annotations
@@ -74,6 +75,16 @@ DATASETS: tuple[Dataset, ...] = (
         summary=(
             "WEKA kv-cache-tester Claude Code sessions (v8): 498 conversations, 34,085 model "
             "calls, 50 subagent groups, 64-token prefix hashes"
+        ),
+    ),
+    Dataset(
+        name="mooncake-sample",
+        file="mooncake_sample.jsonl.xz",
+        format="mooncake",
+        licence="Apache-2.0",
+        summary=(
+            "First-run sample of mooncake-conversation: its 88 multi-turn conversations of "
+            "the first five minutes, 199 requests, 43.5% reusable prefix"
         ),
     ),
 )

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from simclock import SimulationError
 
-__all__ = ("TraceFormatError", "WorkloadConfigError", "WorkloadRunError")
+__all__ = ("SLOError", "TraceFormatError", "WorkloadConfigError", "WorkloadRunError")
 
 
 class TraceFormatError(SimulationError, ValueError):
@@ -43,3 +43,7 @@ class WorkloadConfigError(SimulationError, ValueError):
 
 class WorkloadRunError(SimulationError):
     """The workload driver cannot go on, e.g. a warm-up request failed (§5.6)."""
+
+
+class SLOError(SimulationError, ValueError):
+    """An SLO specification is malformed (unknown metric, bad number, repeated key)."""

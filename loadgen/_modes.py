@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import attrs
 
@@ -91,6 +91,10 @@ class LoadMode:
     warmup_repeats: int = 10
     profile: Profile | None = None
 
+    PLAYS_PER_ENGINE: ClassVar[int] = 1
+    """Plays at once per engine that takes prompts, when an agentic workload's lanes are
+    left unset (:meth:`with_default_lanes`)."""
+
     def __attrs_post_init__(self) -> None:
         _number("speedup", self.speedup, positive=True)
         if self.concurrency is not None:
@@ -125,6 +129,23 @@ class LoadMode:
                 raise WorkloadConfigError("profile: needs lanes and snapshots")
             if self.max_virtual_time_s is not None:
                 raise WorkloadConfigError("profile: cannot be combined with max_virtual_time_s")
+
+    def with_default_lanes(self, *, plays: int, engines: int) -> LoadMode:
+        """This mode, with lanes sized to the topology when a workload of plays leaves them unset.
+
+        Without lanes every play starts at once (§5.1): the whole WEKA archive's 498 plays
+        would share four engines from the first instant, evicting one another's prefixes.
+        With ``lanes`` unset, no ``concurrency`` and ``plays > 0``, the result runs
+        ``PLAYS_PER_ENGINE`` plays per engine (at most ``plays``); otherwise it is this mode.
+        To start every play at once, set ``lanes`` to the number of plays.
+
+        Args:
+            plays: the workload's plays (0 for a workload without plays).
+            engines: the engines that take prompts (aggregated workers, or the prefill pool).
+        """
+        if plays <= 0 or self.lanes is not None or self.concurrency is not None:
+            return self
+        return attrs.evolve(self, lanes=max(1, min(plays, self.PLAYS_PER_ENGINE * engines)))
 
     @classmethod
     def from_dict(cls, table: Mapping[str, Any]) -> LoadMode:

@@ -9,6 +9,7 @@ import numpy as np
 import numpy.typing as npt
 
 from ._blank import blank
+from ._slo import SLO
 
 __all__ = ("ArrivalRule", "Dep", "Identity", "Lineage", "Request", "as_hash_ids")
 
@@ -107,6 +108,9 @@ class Request:
         identity: session, conversation, play and lineage.
         model: the source's model name (reports only).
         recorded_service_ms: the source's measured latency, informational.
+        slo: the request's own service-level objective (from its trace or synthetic spec),
+            or None: the run's SLO (``--slo``) then applies. The report judges the request
+            against it (``meets_slo``, goodput); policies may read it.
     """
 
     id: str
@@ -120,6 +124,7 @@ class Request:
     identity: Identity = Identity()
     model: str | None = None
     recorded_service_ms: float | None = None
+    slo: SLO | None = None
 
     @property
     def arrival_ms(self) -> float:
@@ -146,7 +151,7 @@ def requests_from_columns(
     ``__init__`` machinery (half the instructions of setting each slot through its
     descriptor, bench/read.py). Every ``hash_ids`` must already be what
     :func:`as_hash_ids` returns unchanged (a read-only contiguous one-dimensional int64
-    array); it is not checked. ``model`` and ``recorded_service_ms`` are None.
+    array); it is not checked. ``model``, ``recorded_service_ms`` and ``slo`` are None.
     """
     columns = zip(ids, input_lengths, output_lengths, hash_ids, arrivals, identities, strict=True)
     if _BLANK is None:  # pragma: no cover - CPython allows the blanks
@@ -168,6 +173,7 @@ def requests_from_columns(
         request.identity = identity
         request.model = None
         request.recorded_service_ms = None
+        request.slo = None
         request.__class__ = cls
         append(request)
     return tuple(out)

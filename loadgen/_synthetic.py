@@ -26,7 +26,7 @@ from ._distributions import (
     parse_arrivals,
     parse_distribution,
 )
-from ._exceptions import WorkloadConfigError
+from ._exceptions import SLOError, WorkloadConfigError
 from ._intern import ContentInterner, Run, reblock
 from ._limits import (
     MAX_COUNT,
@@ -38,6 +38,7 @@ from ._limits import (
     tokens_problem,
 )
 from ._read import read_trace
+from ._slo import SLO
 from ._synthetic_table import SyntheticRequests
 from ._workload import Workload
 
@@ -104,6 +105,9 @@ class SyntheticSpec:
         new_input: new tokens of each later turn (default: ``input``).
         think_ms: think time before each later turn (fixed, uniform, exponential,
             lognormal).
+        slo: every generated request's own SLO (``slo=ttft=500,tpot=50`` in the CLI form,
+            ``slo = {ttft = 500, tpot = 50}`` or the same string in a config), or None: the
+            run's SLO then applies.
     """
 
     count: int
@@ -121,6 +125,7 @@ class SyntheticSpec:
     turns: LengthDistribution = _ONE
     new_input: LengthDistribution | None = None
     think_ms: LengthDistribution = _ZERO
+    slo: SLO | None = None
 
     def __attrs_post_init__(self) -> None:
         _opt_int("count", self.count, 1)
@@ -200,7 +205,27 @@ class SyntheticSpec:
             )
         if table.get("lengths") is not None:
             values["lengths"] = _empirical(table["lengths"], base)
+        if table.get("slo") is not None:
+            values["slo"] = _slo(table["slo"])
         return cls(**values)
+
+
+def _slo(value: object) -> SLO | None:
+    """A synthetic spec's ``slo``: an SLO, its text (``ttft=500,tpot=50``) or a table."""
+    try:
+        if isinstance(value, SLO):
+            slo = value
+        elif isinstance(value, str):
+            slo = SLO.parse(value)
+        elif isinstance(value, Mapping):
+            slo = SLO.from_mapping(value)
+        else:
+            raise WorkloadConfigError(
+                f"slo: expected bounds such as 'ttft=500,tpot=50', got {value!r}"
+            )
+    except SLOError as error:
+        raise WorkloadConfigError(str(error)) from None
+    return None if slo.is_empty else slo
 
 
 def _empirical(spec: object, base: Path | None) -> EmpiricalLengths:
@@ -401,6 +426,7 @@ def generate_synthetic(
             if spec.sessions
             else None
         ),
+        slo=spec.slo,
     )
     requests = table if lazy else tuple(table)
     return Workload(requests=requests, source="syn", format="synthetic")

@@ -20,6 +20,7 @@ import numpy.typing as npt
 
 from ._built_on_read import BuiltOnRead
 from ._request import ArrivalRule, Dep, Identity, Request
+from ._slo import SLO
 
 __all__ = ("NO_IDENTITY", "SyntheticPositions", "SyntheticRequests")
 
@@ -36,6 +37,7 @@ _FIELDS = (
     "identity",
     "model",
     "recorded_service_ms",
+    "slo",
 )
 _SET = tuple(Request.__dict__[name].__set__ for name in _FIELDS)
 _SET_NOT_BEFORE = ArrivalRule.__dict__["not_before_ms"].__set__
@@ -78,6 +80,7 @@ class SyntheticRequests(BuiltOnRead[Request]):
         sessions: None in the open loop (request ``i`` is session ``i``, its only turn);
             else ``(session, turn, think_ms)`` columns: each request's session and turn,
             and its delay after the previous turn completes (ignored for first turns).
+        slo: every request's own SLO, or None.
     """
 
     __slots__ = (
@@ -90,6 +93,7 @@ class SyntheticRequests(BuiltOnRead[Request]):
         "_outputs",
         "_sessioned",
         "_sessions",
+        "_slo",
         "_think",
         "_turns",
     )
@@ -105,6 +109,7 @@ class SyntheticRequests(BuiltOnRead[Request]):
         ends: npt.ArrayLike,
         not_before_ms: npt.ArrayLike,
         sessions: tuple[npt.ArrayLike, npt.ArrayLike, npt.ArrayLike] | None = None,
+        slo: SLO | None = None,
     ) -> None:
         self._inputs = _frozen(input_lengths, np.int64)
         self._outputs = _frozen(output_lengths, np.int64)
@@ -113,6 +118,7 @@ class SyntheticRequests(BuiltOnRead[Request]):
         self._ends = _frozen(ends, np.int64)
         self._not_before = _frozen(not_before_ms, np.float64)
         self._sessioned = sessions is not None
+        self._slo = slo
         none: npt.NDArray[np.generic] = np.zeros(0, dtype=np.int64)
         self._sessions = self._turns = self._firsts = self._think = none
         columns = [self._inputs, self._outputs, self._ends, self._not_before]
@@ -150,7 +156,7 @@ class SyntheticRequests(BuiltOnRead[Request]):
         else:
             _SET_NOT_BEFORE(arrival, None)
             _SET_AFTER(arrival, (Dep(f"{base}/{k - 1}", "completion", self._think.item(i)),))
-        s_id, s_in, s_out, s_block, s_ids, s_arrival, s_identity, s_model, s_service = _SET
+        s_id, s_in, s_out, s_block, s_ids, s_arrival, s_identity, s_model, s_service, s_slo = _SET
         request: Request = _new(Request)
         s_id(request, rid)
         s_in(request, self._inputs.item(i))
@@ -161,6 +167,7 @@ class SyntheticRequests(BuiltOnRead[Request]):
         s_identity(request, identity)
         s_model(request, None)
         s_service(request, None)
+        s_slo(request, self._slo)
         return request
 
     def __repr__(self) -> str:

@@ -242,6 +242,7 @@ RequestStatus = Literal["held", "offered", "committed", "failed", "terminal"]
 @attrs.define(eq=False)
 class _RequestState:
     request: Request
+    received_ns: int | None
     status: RequestStatus = "held"
     engine: int | None = None
     last_rejection: Placement | None = None
@@ -576,6 +577,25 @@ class PolicyContext:
                 raise
         return offer.placement
 
+    def release_ns(self, request: Request) -> int:
+        """Return the virtual instant, in nanoseconds, at which ``request`` was released.
+
+        The release instant is when the workload handed the request on (its arrival rule
+        resolved against the run: a timestamp, or a dependency's completion plus a delay), before
+        any tokenization stage; the same instant the report calls its arrival. A request that
+        waited with the policy, or that reaches a decode pool after its prefill, keeps it.
+
+        Raises:
+            PlacementError: the request was never released to this policy, or it has ended and
+                its release instant is no longer kept (read ``trace.arrival_ns`` in
+                ``on_finished`` instead).
+        """
+        return self._runtime.release_ns(request)
+
+    def release_ms(self, request: Request) -> float:
+        """Return :meth:`release_ns` in milliseconds."""
+        return self._runtime.release_ns(request) / 1_000_000
+
     def reject(self, request: Request, *, reason: str) -> None:
         """End ``request`` as rejected by the policy (it will never be placed).
 
@@ -695,7 +715,7 @@ class PolicyRuntime:
         """
         if request.id in self._requests:
             raise PlacementError(f"request {request.id!r} was submitted twice")
-        self._requests[request.id] = _RequestState(request)
+        self._requests[request.id] = _RequestState(request, _received_ns())
         self._unsettled += 1
         self.stream._put(request)
 
@@ -842,6 +862,24 @@ class PolicyRuntime:
         """Return the chained block keys of ``request`` at ``block_size`` (the keyer
         remembers them, for the policy and the engines alike)."""
         return self.keyer.block_keys(request, block_size)
+
+    def release_ns(self, request: Request) -> int:
+        """Return the instant ``request`` was released (see :meth:`PolicyContext.release_ns`).
+
+        The run's journal has it as the trace's arrival (the replay runner records ``ARRIVED``
+        at release); a runtime fed without one takes the instant :meth:`submit` received it.
+        """
+        state = self._state(request)
+        trace = self.journal.traces.get(request.id)
+        if trace is not None and trace.arrival_ns is not None:
+            return trace.arrival_ns
+        if state.finished or state.received_ns is None:
+            raise PlacementError(
+                f"request {request.id!r} has ended; its release instant is no longer kept"
+                if state.finished
+                else f"request {request.id!r} was submitted outside the virtual loop"
+            )
+        return state.received_ns
 
     def spawn(self, coro: Coroutine[Any, Any, T], *, name: str | None = None) -> asyncio.Task[T]:
         """Start a supervised background task (see :meth:`PolicyContext.spawn`)."""
@@ -1270,6 +1308,14 @@ def _check_timeout(value: object, name: str) -> None:
         or value < 0
     ):
         raise PlacementError(f"{name} must be a finite number of ms >= 0, got {value!r}")
+
+
+def _received_ns() -> int | None:
+    """The current instant, or None when no virtual loop runs (a runtime fed by hand)."""
+    try:
+        return simclock.now_ns()
+    except simclock.NotVirtualLoopError:
+        return None
 
 
 #: Lifecycle event kinds -> the policy hook called with the event.

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.resources
 import signal
 import sys
 import textwrap
@@ -29,7 +28,14 @@ import numpy as np
 
 import simclock
 from engines import EngineConfig
-from loadgen import LoadMode, Workload, detect_format, generate_synthetic, read_trace
+from loadgen import (
+    LoadMode,
+    Workload,
+    dataset_path,
+    detect_format,
+    generate_synthetic,
+    read_trace,
+)
 from policies import Policy
 from simclock import __version__
 
@@ -106,7 +112,8 @@ EXIT_USAGE = 2
 EXIT_INTERNAL = 70
 """An internal error: a bug in simclock (``EX_SOFTWARE``)."""
 
-SAMPLE_TRACE = "mooncake_sample.jsonl"
+SAMPLE_TRACE = "mooncake-sample"
+"""The bundled dataset replayed when no TRACE is given (``loadgen.DATASETS``)."""
 
 
 class UsageError(Exception):
@@ -125,8 +132,9 @@ Replay an LLM-serving trace through simulated inference engines under a routing 
 deterministic virtual clock, and print the serving metrics (TTFT, TPOT, ITL, E2E latency,
 throughput, goodput, prefix reuse, engine utilisation).
 
-With no TRACE it replays a bundled sample: the first 200 requests of the Mooncake conversation
-trace (github.com/kvcache-ai/Mooncake, Apache-2.0) on 4 engines (an H100 serving
+With no TRACE it replays a bundled sample (the dataset mooncake-sample): every multi-turn
+conversation of the first five minutes of the Mooncake conversation trace
+(github.com/kvcache-ai/Mooncake, Apache-2.0), 199 requests, on 4 engines (an H100 serving
 llama-3.1-8b, roofline timing, round-robin placement).
 """
 
@@ -256,9 +264,7 @@ def _trace_path(trace: str | None) -> Iterator[Path]:
     if trace is not None:
         yield resolve_trace(trace)
         return
-    sample = importlib.resources.files("replay").joinpath("data", SAMPLE_TRACE)
-    with importlib.resources.as_file(sample) as path:
-        yield path
+    yield dataset_path(SAMPLE_TRACE)
 
 
 def _read_workload(config: ReplayConfig) -> Workload:
@@ -355,6 +361,9 @@ def _replay(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
             workers=config.workers, engine=config.build_engine(), timing=config.build_timing()
         )
         policy = config.build_policy()
+    # An agentic workload without lanes would start every play at once (loadgen.LoadMode).
+    takers = config.prefill_workers if config.topology == "pd" else config.workers
+    load = load.with_default_lanes(plays=len(workload.plays), engines=takers)
     # With an output directory, records stream to requests.jsonl (a temporary file until the
     # report is written) as requests settle, and none is kept; a run that ends without a
     # report (bad input, an interrupt) leaves nothing behind.

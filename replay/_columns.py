@@ -68,6 +68,8 @@ _FLOAT_COLUMNS = (
     "tokenization_ms",
     "routing_ms",
 )
+#: The ``good`` column: 0 when no SLO judged the record, 1 when it met its SLO, 2 when not.
+_JUDGED = {None: 0, True: 1, False: 2}
 _INT_INDEX = {name: i for i, name in enumerate(_INT_COLUMNS)}
 _FLOAT_INDEX = {name: i for i, name in enumerate(_FLOAT_COLUMNS)}
 _STATUS = _INT_INDEX["status"]
@@ -284,7 +286,7 @@ def row_of(settled: Settled) -> Row:
             record.output_tokens,
             record.reused_input_tokens,
             reused_all,
-            record.meets_slo is True,
+            _JUDGED[record.meets_slo],
         ),
         (
             _nan(record.ttft_ms),

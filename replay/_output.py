@@ -457,8 +457,9 @@ def format_table(result: ReplayResult) -> str:
     goodput, slo = s.goodput, s.slo
     for figure in SCALARS:
         if figure.name == "request_goodput":
-            if goodput is not None and slo is not None:
-                row(f"Request goodput (req/s) [{slo.as_text()}]", _num(goodput.request_goodput))
+            if goodput is not None:
+                bounds = "own SLOs" if slo is None else slo.as_text()
+                row(f"Request goodput (req/s) [{bounds}]", _num(goodput.request_goodput))
                 row("SLO attainment (% of completed)", _num(_pct(goodput.attainment)))
         elif figure.label is not None:
             value = cast("float | int | None", scalar(s, figure.name))

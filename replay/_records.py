@@ -117,8 +117,8 @@ class RequestRecord:
         tpot_ms: ``(last_token - first_token) / (n - 1)`` (two or more tokens).
         e2e_ms: ``last_token - arrival``.
         queueing_delay_ms: ``first_admit - engine_arrival``.
-        meets_slo: whether it meets every configured SLO; None without an SLO or outside the
-            metric population.
+        meets_slo: whether it meets its SLO (its own, else the run's); None without one or
+            outside the metric population.
         admissions: every admission, first included.
         token_times_ms: the time of every produced token (a :class:`TokenTimesMs` in a
             record a run built: it reads as the tuple of floats, made when first read).
@@ -255,7 +255,8 @@ def build_record(
     Args:
         request: the workload request (None for a request only the journal knows).
         trace: its trace, None if it was never released.
-        slo: the run's SLO (an empty one is None), for ``meets_slo``.
+        slo: the run's SLO (an empty one is None), for ``meets_slo`` of a request without
+            an SLO of its own.
         outcome: the release driver's accounting of it, if any: the statuses only the
             driver knows (``cancelled``, ``skipped``, ``never_issued``) win.
 
@@ -354,8 +355,10 @@ def _build(
         if trace.engine_arrival_ns is not None:
             ready_ns = arrival_ns if trace.tokenized_ns is None else trace.tokenized_ns
             routing = (trace.engine_arrival_ns - max(arrival_ns, ready_ns)) / _NS_PER_MS
-        if slo is not None:
-            meets = slo.met(ttft_ms=ttft, tpot_ms=tpot, e2e_ms=e2e)
+        # a request's own SLO (its trace's, its synthetic spec's) takes the run's place
+        judge = slo if request is None or request.slo is None else request.slo
+        if judge is not None:
+            meets = judge.met(ttft_ms=ttft, tpot_ms=tpot, e2e_ms=e2e)
 
     record = RequestRecord(
         request_id=trace.request_id,

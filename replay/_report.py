@@ -256,8 +256,8 @@ class Summary:
         tokenization_ms: ``tokenized - arrival`` where the tokenizer stage ran.
         routing_delay_ms: ``engine_arrival - max(arrival, tokenized)``: time with the policy.
         output_tokens_per_s_per_user: pooled ``1000 / gap_ms`` over positive gaps.
-        slo: the configured SLO, None when none.
-        goodput: goodput figures, None without an SLO.
+        slo: the run's SLO (the one for requests without an SLO of their own), None when none.
+        goodput: goodput figures, None when no request had an SLO (the run's or its own).
         reused_input_tokens: prefix-cache hits at first admission, of the cohort.
         reused_input_tokens_with_readmissions: hits at every admission, of the cohort.
         prefix_reuse_ratio: ``reused_input_tokens / total_input_tokens``.
@@ -626,8 +626,10 @@ def _summary(
     }
 
     goodput: Goodput | None = None
-    if slo is not None:
-        good = columns.ints("good").astype(bool)
+    judged = columns.ints("good")  # 0: no SLO, 1: met, 2: missed (replay._columns)
+    # goodput with the run's SLO, or when requests carry their own
+    if slo is not None or bool(judged.any()):
+        good = judged == 1
         good_count = int(good.sum())
         good_output = int(output_tokens[good].sum())
         goodput = Goodput(

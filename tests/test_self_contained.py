@@ -69,8 +69,8 @@ def test_data_tests_pass_from_a_copy_with_nothing_beside_it(tmp_path: Path) -> N
         "tests/loadgen/test_datasets.py",
         "tests/replay/test_cli_datasets.py",
         "tests/replay/test_e2e_traces.py::test_cli_replays_a_slice_of_the_mooncake_trace",
-        "tests/replay/test_cli.py::"
-        "test_bundled_sample_is_the_first_200_rows_of_the_mooncake_conversation_trace",
+        "tests/loadgen/test_datasets.py::"
+        "test_the_sample_is_whole_early_conversations_by_the_documented_rule",
         "tests/docs/test_docs_links.py",
     ]
     done = subprocess.run(

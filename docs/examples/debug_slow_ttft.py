@@ -1,19 +1,19 @@
 """Why did one request have a slow TTFT? Find it, step to it, look at the queues, see it preempted.
 
-The workload is the first 100 requests of the Mooncake conversation trace (the bundled
-sample holds its first 200 rows), replayed on two small aggregated engines.
+The workload is the first 100 requests of the Mooncake conversation trace (bundled as the
+dataset ``mooncake-conversation``), replayed on two small aggregated engines.
 """
 
 from __future__ import annotations
 
-import importlib.resources
+import itertools
 import json
 import tempfile
 from pathlib import Path
 
 import replay
 from engines import EngineConfig, FixedTiming
-from loadgen import read_trace
+from loadgen import dataset_path, open_binary, read_trace
 from policies import KVAware
 from replay import ReplaySession, TimelineFilter
 
@@ -25,10 +25,10 @@ TOPOLOGY = replay.Aggregated(
 
 
 def main() -> None:
-    sample = importlib.resources.files("replay").joinpath("data", "mooncake_sample.jsonl")
     with tempfile.TemporaryDirectory() as tmp:
         trace = Path(tmp) / "mooncake.jsonl"
-        trace.write_text("".join(sample.read_text().splitlines(keepends=True)[:100]))
+        with open_binary(dataset_path("mooncake-conversation")) as rows:
+            trace.write_bytes(b"".join(itertools.islice(rows, 100)))
         workload = read_trace(trace, source="mooncake")
 
         # 1. Replay once; pick the slow first token that was preempted the most.

@@ -7,12 +7,14 @@ Equivalent shell commands::
 
 from __future__ import annotations
 
-import importlib.resources
+import itertools
 import json
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from loadgen import dataset_path, open_binary
 
 CONFIG = """\
 workers = 2
@@ -28,11 +30,11 @@ decode_ms = 10
 
 
 def main() -> None:
-    sample = importlib.resources.files("replay").joinpath("data", "mooncake_sample.jsonl")
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        trace = work / "small.jsonl"  # the first 20 requests of the bundled sample
-        trace.write_text("".join(sample.read_text().splitlines(keepends=True)[:20]))
+        trace = work / "small.jsonl"  # the first 20 requests of the Mooncake trace
+        with open_binary(dataset_path("mooncake-conversation")) as rows:
+            trace.write_bytes(b"".join(itertools.islice(rows, 20)))
         (work / "run.toml").write_text(CONFIG)
         command = [sys.executable, "-m", "simclock", "replay", str(trace)]  # = `simclock replay`
         command += ["--config", str(work / "run.toml"), "--policy", "kv_aware"]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import collections
 import gzip
 import hashlib
+import json
 import lzma
 import re
 from pathlib import Path
@@ -27,6 +29,7 @@ def test_datasets_are_listed_in_order_with_their_formats() -> None:
         ("mooncake-conversation", "mooncake", "Apache-2.0"),
         ("azure-conv-2023", "azure", "CC-BY-4.0"),
         ("weka-claude-code", "weka", "Apache-2.0"),
+        ("mooncake-sample", "mooncake", "Apache-2.0"),
     ]
 
 
@@ -41,7 +44,7 @@ def test_an_unknown_dataset_name_lists_the_known_ones() -> None:
         loadgen.dataset_path("mooncake")
     assert str(caught.value) == (
         "dataset: no bundled dataset 'mooncake' "
-        "(known: mooncake-conversation, azure-conv-2023, weka-claude-code)"
+        "(known: mooncake-conversation, azure-conv-2023, weka-claude-code, mooncake-sample)"
     )
 
 
@@ -124,3 +127,28 @@ def test_a_truncated_gzip_stream_is_a_trace_error_at_the_line_reached(tmp_path: 
         loadgen.read_trace(path)
     assert caught.value.problem.startswith("damaged gzip data (")
     assert 1 <= caught.value.line <= 7
+
+
+def test_the_sample_is_whole_early_conversations_by_the_documented_rule() -> None:
+    # The rule of PROVENANCE.md, applied to the bundled conversation trace.
+    with loadgen.open_binary(MOONCAKE) as stream:
+        raw = stream.read().splitlines(keepends=True)
+    rows = [json.loads(line) for line in raw]
+    groups: dict[tuple[int, int], list[int]] = collections.defaultdict(list)
+    for i, row in enumerate(rows):
+        if len(row["hash_ids"]) >= 2:
+            groups[(row["hash_ids"][0], row["hash_ids"][1])].append(i)
+    keep = sorted(
+        i
+        for group in groups.values()
+        if len(group) >= 2 and all(rows[j]["timestamp"] < 300_000 for j in group)
+        for i in group
+    )
+    with loadgen.open_binary(loadgen.dataset_path("mooncake-sample")) as stream:
+        sample = stream.read()
+    assert sample == b"".join(raw[i] for i in keep)
+    assert (len(keep), keep[0] + 1, keep[-1] + 1) == (199, 2, 916)
+    section = PROVENANCE.read_text(encoding="utf-8").split("## `mooncake-sample`", 1)[1]
+    assert hashlib.sha256(sample).hexdigest() in section
+    stats = loadgen.workload_stats(loadgen.read_dataset("mooncake-sample"))
+    assert round(stats.prefix_hit_ratio, 3) == 0.435

@@ -17,6 +17,7 @@ def test_datasets_lists_every_bundled_trace(capsys: pytest.CaptureFixture[str]) 
         ["mooncake-conversation", "mooncake", "Apache-2.0"],
         ["azure-conv-2023", "azure", "CC-BY-4.0"],
         ["weka-claude-code", "weka", "Apache-2.0"],
+        ["mooncake-sample", "mooncake", "Apache-2.0"],
     ]
 
 

@@ -8,11 +8,10 @@ from typing import Any
 
 import pytest
 
-import replay._cli as cli
 from replay import OUTPUT_FILES
 from replay._cli import EXIT_OK, EXIT_USAGE, main
+from tests.datasets import MOONCAKE, head_lines
 
-SAMPLE = Path(cli.__file__).parent / "data" / "mooncake_sample.jsonl"
 FAST = ["--timing", "fixed", "--workers", "2", "--quiet"]
 SYNTHETIC = "count=30 arrivals=poisson(5) input=lognormal(2000,1000) output=20"
 
@@ -21,7 +20,7 @@ SYNTHETIC = "count=30 arrivals=poisson(5) input=lognormal(2000,1000) output=20"
 def small_trace(tmp_path: Path) -> Path:
     """The first 20 rows of the bundled sample (real Mooncake rows)."""
     path = tmp_path / "small.jsonl"
-    path.write_text("".join(SAMPLE.read_text().splitlines(keepends=True)[:20]))
+    path.write_text(head_lines(MOONCAKE, 20))
     return path
 
 

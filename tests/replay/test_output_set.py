@@ -11,17 +11,17 @@ import replay._cli as cli
 import replay._output as output_module
 from replay import OUTPUT_FILES, OutputError, Timeline, write_outputs
 from replay._cli import EXIT_OK, EXIT_USAGE, main
+from tests.datasets import MOONCAKE, head_lines
 
 from .test_output import _result
 
-SAMPLE = Path(cli.__file__).parent / "data" / "mooncake_sample.jsonl"
 OLD = {name: f"previous run's {name}\n".encode() for name in OUTPUT_FILES}
 
 
 @pytest.fixture
 def small_trace(tmp_path: Path) -> Path:
     path = tmp_path / "small.jsonl"
-    path.write_text("".join(SAMPLE.read_text().splitlines(keepends=True)[:10]))
+    path.write_text(head_lines(MOONCAKE, 10))
     return path
 
 

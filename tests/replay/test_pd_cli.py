@@ -5,15 +5,13 @@ from __future__ import annotations
 from pathlib import Path
 
 from replay._cli import main
-
-SAMPLE = Path(__file__).resolve().parents[2] / "replay" / "data" / "mooncake_sample.jsonl"
+from tests.datasets import MOONCAKE, head_lines
 
 
 def small_trace(tmp_path: Path, rows: int = 12) -> Path:
-    """The first rows of the bundled sample (keeps the test fast)."""
-    lines = SAMPLE.read_text(encoding="utf-8").splitlines(keepends=True)[:rows]
+    """The first rows of the Mooncake conversation trace (keeps the test fast)."""
     path = tmp_path / "small.jsonl"
-    path.write_text("".join(lines), encoding="utf-8")
+    path.write_text(head_lines(MOONCAKE, rows), encoding="utf-8")
     return path
 
 

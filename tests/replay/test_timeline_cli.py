@@ -13,12 +13,11 @@ from pathlib import Path
 import pytest
 import structlog
 
-import replay._cli as cli
 from replay._cli import EXIT_OK, EXIT_USAGE, main
+from tests.datasets import MOONCAKE, head_lines
 
 from .timeline_checks import check_timeline
 
-SAMPLE = Path(cli.__file__).parent / "data" / "mooncake_sample.jsonl"
 RUN = ["--workers", "2", "--timing", "fixed", "--quiet"]
 
 
@@ -26,7 +25,7 @@ RUN = ["--workers", "2", "--timing", "fixed", "--quiet"]
 def small_trace(tmp_path: Path) -> Path:
     """The first 20 rows of the bundled sample (real Mooncake rows)."""
     path = tmp_path / "small.jsonl"
-    path.write_text("".join(SAMPLE.read_text().splitlines(keepends=True)[:20]))
+    path.write_text(head_lines(MOONCAKE, 20))
     return path
 
 
