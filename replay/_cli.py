@@ -20,23 +20,16 @@ import textwrap
 import threading
 import traceback
 from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
 from typing import Any, NoReturn, TextIO, cast
 
 import attrs
-import numpy as np
 
 import simclock
 from engines import EngineConfig
 from loadgen import (
     LoadMode,
     Workload,
-    dataset_path,
-    detect_format,
-    generate_synthetic,
-    read_trace,
 )
-from policies import Policy
 from simclock import __version__
 
 from ._cli_datasets import add_datasets_parser, resolve_trace
@@ -67,15 +60,13 @@ from ._config import (
     WORKLOAD_GROUPS,
     WORKLOAD_OPTIONS,
     ConfigError,
-    ReplayConfig,
     load_config_file,
-    reader_option_check,
     resolve_config,
 )
+from ._config_run import configured_run, read_workload
 from ._exceptions import ReplayFailedError, ReplayInterrupted
 from ._export import Export, export_files
 from ._files import check_destinations
-from ._limits import check_schedule
 from ._output import (
     OUTPUT_FILES,
     OutputError,
@@ -83,14 +74,11 @@ from ._output import (
     format_table,
     write_outputs,
 )
-from ._pd_options import pd_from_config
 from ._plot import PlotExtraMissing
 from ._report import ReplayResult
 from ._run import run
-from ._runner import SEED_STREAMS
 from ._series import SERIES_FILE
 from ._timeline import Timeline
-from ._topology import Aggregated, Topology
 
 __all__ = (
     "EXIT_FAILED",
@@ -112,8 +100,6 @@ EXIT_USAGE = 2
 EXIT_INTERNAL = 70
 """An internal error: a bug in simclock (``EX_SOFTWARE``)."""
 
-SAMPLE_TRACE = "mooncake-sample"
-"""The bundled dataset replayed when no TRACE is given (``loadgen.DATASETS``)."""
 
 
 class UsageError(Exception):
@@ -259,34 +245,8 @@ def _add_workload_flags(replay: argparse.ArgumentParser) -> None:
         groups[option.group].add_argument(option.flag, dest=option.key, **option.options)
 
 
-@contextlib.contextmanager
-def _trace_path(trace: str | None) -> Iterator[Path]:
-    if trace is not None:
-        yield resolve_trace(trace)
-        return
-    yield dataset_path(SAMPLE_TRACE)
-
-
-def _read_workload(config: ReplayConfig) -> Workload:
-    spec = config.synthetic_spec()
-    if spec is not None:
-        # The run's own "workload" stream: the runner draws its policy and driver streams
-        # from the same run seed, so a synthetic workload needs a child of its own. Its
-        # requests stay columns (each built when read): the same replay, in a tenth of the
-        # memory.
-        streams = np.random.SeedSequence(config.seed).spawn(len(SEED_STREAMS))
-        return generate_synthetic(spec, seed=streams[SEED_STREAMS.index("workload")], lazy=True)
-    with _trace_path(config.trace) as path:
-        try:
-            options = config.reader_options()
-            if options:
-                name = config.format
-                if name == "auto":
-                    name = detect_format(path).name
-                reader_option_check(config, name)
-            return read_trace(path, format=config.format, **options)
-        except OSError as exc:
-            raise ConfigError(f"{config.trace or path}: {exc.strerror or exc}") from None
+_read_workload = read_workload
+"""The workload a configuration names (a module attribute, so tests can replace it)."""
 
 
 def _trace_after_slo(args: argparse.Namespace) -> None:
@@ -341,29 +301,7 @@ def _replay(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
         timeline=options.timeline_path,
     )
     workload = _read_workload(config)
-    load = config.build_load()
-    pace = next((k for k in ("target_rate", "speedup") if k in config.workload), None)
-    where = config.origin(f"workload.{pace}") if pace else (config.trace or "the sample trace")
-    check_schedule(workload, load, where=where)
-    topology: Topology
-    policy: Policy
-    if config.topology == "pd":
-        topology, pd_policy = pd_from_config(
-            config,
-            prefill_workers=config.prefill_workers,
-            decode_workers=config.decode_workers,
-            kv_bandwidth_gbps=config.kv_bandwidth_gbps,
-        )
-        # The pd topology supplies its own runtime, which drives this per-pool policy.
-        policy = cast("Policy", pd_policy)
-    else:
-        topology = Aggregated(
-            workers=config.workers, engine=config.build_engine(), timing=config.build_timing()
-        )
-        policy = config.build_policy()
-    # An agentic workload without lanes would start every play at once (loadgen.LoadMode).
-    takers = config.prefill_workers if config.topology == "pd" else config.workers
-    load = load.with_default_lanes(plays=len(workload.plays), engines=takers)
+    configured = configured_run(config, workload)
     # With an output directory, records stream to requests.jsonl (a temporary file until the
     # report is written) as requests settle, and none is kept; a run that ends without a
     # report (bad input, an interrupt) leaves nothing behind.
@@ -382,14 +320,7 @@ def _replay(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
                 workload,
                 options,
                 timelines.append,
-                topology=topology,
-                policy=policy,
-                seed=config.seed,
-                slo=config.slo,
-                load=load,
-                config=config.as_json(),
-                stepping=config.stepping,
-                dispatch_latency_ms=config.dispatch_latency_ms,
+                **configured.run_options(),
                 request_log=log,
                 **extra,
             )

@@ -14,43 +14,30 @@ outcome, for the sweep to write (:attr:`RunOutcome.files`).
 
 from __future__ import annotations
 
-import contextlib
-import importlib.resources
 import tempfile
 import traceback
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal, cast
 
 import attrs
-import numpy as np
 
 import simclock
-from loadgen import Workload, detect_format, generate_synthetic, read_trace
-from policies import Policy
 
-from ._cli_datasets import resolve_trace
-from ._config import ConfigError, ReplayConfig, reader_option_check, resolve_config
+from ._config import ConfigError, ReplayConfig, resolve_config
+from ._config_run import configured_run, read_workload
 from ._exceptions import ReplayFailedError
-from ._limits import check_schedule
+from ._export import EXPORT_FILES, Export
 from ._output import OUTPUT_FILES, RequestLog, write_outputs
-from ._pd_options import pd_from_config
 from ._run import run
-from ._runner import SEED_STREAMS
-from ._topology import Aggregated, Topology
 
 __all__ = (
-    "SAMPLE_TRACE",
     "RunOutcome",
     "RunStatus",
     "RunTask",
-    "read_workload",
     "replay_config",
     "run_task",
 )
-
-SAMPLE_TRACE = "mooncake_sample.jsonl"
-"""The bundled sample ``simclock replay`` reads when no trace is given."""
 
 RunStatus = Literal["ok", "failed"]
 """How a run ended: ``ok`` (its report was written), or ``failed``."""
@@ -113,9 +100,10 @@ def run_task(task: RunTask) -> RunOutcome:
     with tempfile.TemporaryDirectory(prefix="simclock-run-") as tmp:
         directory = Path(tmp) / "run"
         outcome = _run_into(task, directory)
+        names = (*OUTPUT_FILES, *EXPORT_FILES.values())
         files = {
             name: (directory / name).read_bytes()
-            for name in OUTPUT_FILES
+            for name in names
             if outcome.reported and (directory / name).is_file()
         }
     return attrs.evolve(outcome, files=files)
@@ -140,44 +128,6 @@ def _one_line(exc: BaseException) -> str:
     return " ".join(str(exc).split())
 
 
-@contextlib.contextmanager
-def _trace_path(trace: str | None) -> Iterator[Path]:
-    if trace is not None:
-        yield resolve_trace(trace)
-        return
-    sample = importlib.resources.files("replay").joinpath("data", SAMPLE_TRACE)
-    with importlib.resources.as_file(sample) as path:
-        yield path
-
-
-def read_workload(config: ReplayConfig) -> Workload:
-    """The workload ``config`` names: its synthetic spec generated, or its trace read.
-
-    A synthetic workload is drawn from the run seed's ``workload`` stream (the runner draws
-    its other streams from the same seed). A trace is read with the configuration's reader
-    options; no trace is the bundled sample.
-
-    Raises:
-        ConfigError: the trace cannot be read, or a reader option does not apply to it.
-        TraceFormatError: a malformed trace.
-    """
-    spec = config.synthetic_spec()
-    if spec is not None:
-        streams = np.random.SeedSequence(config.seed).spawn(len(SEED_STREAMS))
-        return generate_synthetic(spec, seed=streams[SEED_STREAMS.index("workload")], lazy=True)
-    with _trace_path(config.trace) as path:
-        try:
-            options = config.reader_options()
-            if options:
-                name = config.format
-                if name == "auto":
-                    name = detect_format(path).name
-                reader_option_check(config, name)
-            return read_trace(path, format=config.format, **options)
-        except OSError as exc:
-            raise ConfigError(f"{config.trace or path}: {exc.strerror or exc}") from None
-
-
 def replay_config(config: ReplayConfig) -> str | None:
     """Replay a resolved configuration and write its report into ``config.output_dir``.
 
@@ -195,41 +145,19 @@ def replay_config(config: ReplayConfig) -> str | None:
     if config.output_dir is None:
         raise ValueError("replay_config: the configuration has no output_dir")
     workload = read_workload(config)
-    load = config.build_load()
-    pace = next((k for k in ("target_rate", "speedup") if k in config.workload), None)
-    where = config.origin(f"workload.{pace}") if pace else (config.trace or "the sample trace")
-    check_schedule(workload, load, where=where)
-    topology: Topology
-    policy: Policy
-    if config.topology == "pd":
-        topology, pd_policy = pd_from_config(
-            config,
-            prefill_workers=config.prefill_workers,
-            decode_workers=config.decode_workers,
-            kv_bandwidth_gbps=config.kv_bandwidth_gbps,
-        )
-        policy = cast("Policy", pd_policy)
-    else:
-        topology = Aggregated(
-            workers=config.workers, engine=config.build_engine(), timing=config.build_timing()
-        )
-        policy = config.build_policy()
+    configured = configured_run(config, workload)
     failure: str | None = None
     with RequestLog.open(config.output_dir, token_times=config.token_times) as log:
         try:
-            result = run(
-                workload,
-                topology=topology,
-                policy=policy,
-                seed=config.seed,
-                slo=config.slo,
-                load=load,
-                config=config.as_json(),
-                stepping=config.stepping,
-                request_log=log,
-            )
+            result = run(workload, **configured.run_options(), request_log=log)
         except ReplayFailedError as exc:
             result = exc.result
             failure = _one_line(exc)
-        write_outputs(result, config.output_dir, token_times=config.token_times, request_log=log)
+        write_outputs(
+            result,
+            config.output_dir,
+            token_times=config.token_times,
+            request_log=log,
+            exports=cast("tuple[Export, ...]", config.export),
+        )
     return failure

@@ -65,6 +65,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "_config",
         "_pd_options",
         "_cli_datasets",
+        "_config_run",
         "_cli_debug",
         "_cli_plot",
         "_sweep_spec",

@@ -371,3 +371,48 @@ def test_plots_draw_the_sweep_figures_and_report_after_the_table(
     svg = next(p for p in plots.glob("sweep_*.svg")).read_text()
     assert "round_robin" in svg and "kv_aware" in svg
     assert {p.stem for p in plots.glob("*.png")} == {p.stem for p in plots.glob("*.svg")}
+
+
+def test_a_sweep_of_the_bundled_sample_and_of_plays_replays_as_simclock_replay_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No trace: the first-run sample; a trace of plays: the default lanes. Both come from the
+    # same configured run as the command line's, exports included.
+    monkeypatch.chdir(tmp_path)
+    base = {"workers": 2, "workload": {"max_requests": 12}, "export": ["csv"]}
+    for name, trace in (("sample", None), ("plays", _a_plays_trace(tmp_path))):
+        config = dict(base) if trace is None else {**base, "trace": trace, "format": "agentic"}
+        sweep_text = f'output_dir = "{name}"\nseeds = [5]\n[base]\n' + "".join(
+            f"{k} = {json.dumps(v)}\n" for k, v in config.items() if k != "workload"
+        ) + "[base.workload]\nmax_requests = 12\n[grid]\npolicy = [\"kv_aware\"]\n"
+        (tmp_path / f"{name}.toml").write_text(sweep_text)
+        assert main(["sweep", f"{name}.toml", "--quiet"]) == EXIT_OK
+        (tmp_path / f"{name}.json").write_text(json.dumps({**config, "policy": "kv_aware"}))
+        args = ["replay", "--config", f"{name}.json", "--seed", "5", "--output-dir", f"cli-{name}"]
+        assert main([*args, "--quiet"]) == EXIT_OK
+        (run_dir,) = (tmp_path / name / "runs").iterdir()
+        swept = _files(run_dir)
+        assert "requests.csv" in swept
+        assert swept == _files(tmp_path / f"cli-{name}")
+    # the plays ran two at a time (one lane per engine), not all six at once
+    lines = (tmp_path / "cli-plays" / "requests.jsonl").read_text().splitlines()
+    assert len({json.loads(line)["arrival_ms"] for line in lines}) == 3
+
+
+def _a_plays_trace(tmp_path: Path) -> str:
+    """Six one-request plays (agentic rows), all recorded at timestamp 0."""
+    rows = [
+        json.dumps(
+            {
+                "request_id": f"p{i}",
+                "timestamp": 0,
+                "input_length": 100,
+                "output_length": 2,
+                "hash_ids": [i],
+            }
+        )
+        for i in range(6)
+    ]
+    path = tmp_path / "plays.jsonl"
+    path.write_text("\n".join(rows) + "\n")
+    return str(path)
