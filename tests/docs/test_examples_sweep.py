@@ -19,15 +19,15 @@ exit status 0
 files: ['runs', 'sweep.csv', 'sweep.json'] 8
 progress lines: 9
 swept: ['policy', 'workload.speedup', 'seed']
-  random x1 seed 0: median TTFT  1236.6 ms, goodput 0.85 req/s
-  random x1 seed 1: median TTFT  1374.6 ms, goodput 1.09 req/s
-  random x4 seed 0: median TTFT  2749.0 ms, goodput 0.30 req/s
-  random x4 seed 1: median TTFT  3556.3 ms, goodput 0.40 req/s
-kv_aware x1 seed 0: median TTFT  1325.4 ms, goodput 1.15 req/s
-kv_aware x1 seed 1: median TTFT  1325.4 ms, goodput 1.15 req/s
-kv_aware x4 seed 0: median TTFT  3952.2 ms, goodput 0.55 req/s
-kv_aware x4 seed 1: median TTFT  3952.2 ms, goodput 0.55 req/s
-run 1/8  r000-policy=random-workload.speedup=1-seed=0  done before  median TTFT 1236.57 ms
+  random x1 seed 0: median TTFT   665.2 ms, goodput 0.49 req/s
+  random x1 seed 1: median TTFT   727.7 ms, goodput 0.51 req/s
+  random x4 seed 0: median TTFT   702.0 ms, goodput 0.71 req/s
+  random x4 seed 1: median TTFT  1202.4 ms, goodput 0.57 req/s
+kv_aware x1 seed 0: median TTFT   461.6 ms, goodput 0.54 req/s
+kv_aware x1 seed 1: median TTFT   461.6 ms, goodput 0.54 req/s
+kv_aware x4 seed 0: median TTFT  1179.8 ms, goodput 0.85 req/s
+kv_aware x4 seed 1: median TTFT  1179.8 ms, goodput 0.85 req/s
+run 1/8  r000-policy=random-workload.speedup=1-seed=0  done before  median TTFT 665.17 ms
 simclock sweep: 8 runs (0 run now), 0 failed: out/sweep.json, out/sweep.csv
 """,
     "sweep_python_api.py": """\

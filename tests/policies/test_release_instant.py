@@ -44,8 +44,8 @@ class Batching(BasePolicy):
         await ctx.sleep_ms(7.0)
         self.seen[request.id] = (ctx.release_ns(request), received_ns, ctx.now_ns())
         assert ctx.release_ms(request) == ctx.release_ns(request) / 1e6
-        engine, self._next = self._next, (self._next + 1) % len(ctx.engines)
-        await ctx.dispatch(request, engine)
+        k, self._next = self._next, (self._next + 1) % len(ctx.engines)
+        await ctx.dispatch(request, ctx.engines[k].id)
 
 
 def _sessions() -> Any:

@@ -9,14 +9,20 @@ from pathlib import Path
 
 import pytest
 
-import replay._cli as cli
+from loadgen import open_binary
 from replay import EXPORT_FILES, OUTPUT_FILES, format_table, write_outputs
 from replay._cli import EXIT_OK, main
 from replay._export import CSV_COLUMNS, peak_overlap, request_lines, vllm_bench_json
+from tests.datasets import MOONCAKE
 
 from .mooncake_e2e import replay as mooncake_replay
 
-SAMPLE = Path(cli.__file__).parent / "data" / "mooncake_sample.jsonl"
+
+def _mooncake_rows(count: int) -> str:
+    """The first ``count`` rows of the Mooncake conversation trace."""
+    with open_binary(MOONCAKE) as handle:
+        return "".join(handle.readline().decode() for _ in range(count))
+
 
 # the keys of `vllm bench serve --save-result --save-detailed --percentile-metrics
 # ttft,tpot,itl,e2el --metric-percentiles 50,75,90,95,99`, in its order, with simclock's
@@ -69,7 +75,7 @@ VLLM_KEYS = [
 def small_trace(tmp_path: Path) -> Path:
     """The first 20 rows of the bundled sample (real Mooncake rows)."""
     path = tmp_path / "small.jsonl"
-    path.write_text("".join(SAMPLE.read_text().splitlines(keepends=True)[:20]))
+    path.write_text(_mooncake_rows(20))
     return path
 
 
@@ -168,7 +174,7 @@ def test_exports_from_kept_records_equal_those_of_a_streamed_run(tmp_path: Path)
 
 def test_failed_requests_are_listed_as_vllm_lists_failures(tmp_path: Path) -> None:
     trace = tmp_path / "t.jsonl"
-    trace.write_text("".join(SAMPLE.read_text().splitlines(keepends=True)[:10]))
+    trace.write_text(_mooncake_rows(10))
     config = tmp_path / "run.toml"
     config.write_text("[engine]\ncontext_length = 8000\n")
     out = tmp_path / "out"

@@ -17,6 +17,7 @@ import attrs
 import pytest
 
 import replay._cli as cli
+import replay._config_run as config_run
 import simclock
 from engines import EngineConfig, FixedTiming
 from loadgen import (
@@ -291,7 +292,7 @@ class _Swapped(Outcomes):
 def test_the_cli_generates_lazily_and_writes_the_eager_bytes(
     name: str, extra: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    generate = cli.generate_synthetic
+    generate = config_run.generate_synthetic
     kinds: list[type] = []
 
     def seen(spec: Any, **options: Any) -> Workload:
@@ -304,10 +305,10 @@ def test_the_cli_generates_lazily_and_writes_the_eager_bytes(
 
     args = ["replay", "--synthetic", SPECS[name], "--token-times", "runs", *extra]
     args += ["--timing", "fixed", "--workers", "2", "--quiet"]
-    monkeypatch.setattr(cli, "generate_synthetic", seen)
+    monkeypatch.setattr(config_run, "generate_synthetic", seen)
     assert cli.main([*args, "--output-dir", str(tmp_path / "lazy")]) == cli.EXIT_OK
     assert kinds == [SyntheticRequests]
-    monkeypatch.setattr(cli, "generate_synthetic", eager)
+    monkeypatch.setattr(config_run, "generate_synthetic", eager)
     assert cli.main([*args, "--output-dir", str(tmp_path / "eager")]) == cli.EXIT_OK
     for file in OUTPUT_FILES:
         assert (tmp_path / "lazy" / file).read_bytes() == (tmp_path / "eager" / file).read_bytes()
