@@ -329,6 +329,11 @@ class PDRuntime:
             inspect_rng,
         )
 
+    @property
+    def pool_runtimes(self) -> tuple[PolicyRuntime, PolicyRuntime]:
+        """The prefill and the decode pool's policy runtimes (each places on its pool)."""
+        return (self.prefill, self.decode)
+
     def _prefill_handle(self, engine: Engine) -> _PoolEngine:
         if self.order == "destination_first":
             return _PairedEngine(engine, owner=self)

@@ -223,11 +223,15 @@ class RunParts:
             on_poison=self._on_poison,
         )
         if self.dispatch_latency_ns:
-            if not isinstance(self.runtime, PolicyRuntime):
-                raise WorkloadValidationError(
-                    "dispatch_latency_ms: only aggregated topologies take a dispatch latency"
-                )
-            self.runtime.dispatch_latency_ns = self.dispatch_latency_ns
+            # every policy runtime of the run (one, or one per pool) takes the latency
+            pools = getattr(self.runtime, "pool_runtimes", None)
+            runtimes = (self.runtime,) if pools is None else pools
+            for runtime in runtimes:
+                if not isinstance(runtime, PolicyRuntime):
+                    raise WorkloadValidationError(
+                        "dispatch_latency_ms: this topology's runtime takes no dispatch latency"
+                    )
+                runtime.dispatch_latency_ns = self.dispatch_latency_ns
         # A run whose clock moves without progress fails instead of running for ever.
         watch = ProgressWatch(
             progress=lambda: (self._released, self._terminals),

@@ -3,8 +3,10 @@ pins: a dispatch latency, offers left open across passes, offer timeouts."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -12,7 +14,7 @@ from engines import EngineConfig, FixedTiming, LinearTiming, PolynomialTiming
 from policies import BasePolicy, KVAware, PolicyContext, RequestStream, RoundRobin
 from replay import Aggregated
 
-from .test_macro_differential import assert_same, scenarios, workload
+from .test_macro_differential import _replay, assert_same, scenarios, workload
 
 
 class Deliberate(BasePolicy):
@@ -101,3 +103,55 @@ def test_pinned_offers_under_kv_pressure_match() -> None:
     assert_same(
         workload([*requests, *shared]), Deliberate, topology=topology, dispatch_latency_ms=1.0
     )
+
+
+@pytest.mark.parametrize("latency_ms", [0.5, 3.0])
+@pytest.mark.parametrize("order", ["source_first", "destination_first"])
+def test_pd_pools_take_the_latency_and_both_steppings_agree(order: str, latency_ms: float) -> None:
+    import numpy as np
+
+    from replay import Disaggregated, KVLink
+
+    from ..policies.support import req
+    from .test_macro_differential import pd_policy
+
+    rng = np.random.default_rng(11)
+    requests = [
+        req(
+            f"r{i}",
+            prompt=int(rng.integers(50, 900)),
+            output=int(rng.integers(1, 120)),
+            at_ms=float(rng.integers(0, 200)),
+            ids=list(range(7, 22)) if i % 2 else None,
+        )
+        for i in range(12)
+    ]
+    topology = Disaggregated(
+        prefill_workers=1,
+        decode_workers=2,
+        prefill_engine=EngineConfig(num_blocks=300, block_size=64),
+        decode_engine=EngineConfig(num_blocks=300, block_size=64),
+        prefill_timing=FixedTiming(prefill_ms=30.0, decode_ms=10.0),
+        decode_timing=FixedTiming(prefill_ms=30.0, decode_ms=10.0),
+        link=KVLink(kv_bytes_per_token=262144.0, bandwidth_gbps=50.0),
+        order=order,
+    )
+
+    def policy() -> Any:
+        return pd_policy("round_robin")
+
+    assert_same(workload(requests), policy, topology=topology, dispatch_latency_ms=latency_ms)
+    # each pool's handshake took the latency: every request reached a decode engine later
+    slow = _replay(
+        workload(requests), "macro", policy, topology=topology, dispatch_latency_ms=latency_ms
+    )[0]["requests.jsonl"]
+    fast = _replay(workload(requests), "macro", policy, topology=topology)[0]["requests.jsonl"]
+    lines = [
+        (json.loads(a), json.loads(b))
+        for a, b in zip(slow.splitlines(), fast.splitlines(), strict=True)
+    ]
+    assert all(a["status"] == b["status"] == "completed" for a, b in lines)
+    # offer, answer and commit on the prefill pool: the first admission is 3 latencies later
+    # when the engine was idle, never earlier
+    assert all(a["first_admit_ms"] >= b["first_admit_ms"] for a, b in lines)
+    assert any(a["first_admit_ms"] - b["first_admit_ms"] >= 3 * latency_ms - 1e-9 for a, b in lines)
