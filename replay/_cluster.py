@@ -243,6 +243,19 @@ class EngineInterval:
     removed_ns: int | None = None
     ready_ns: int | None = attrs.field(default=None, kw_only=True)
 
+    def states(self) -> tuple[tuple[int, ClusterState], ...]:
+        """Its state changes as ``(instant_ns, state from then)``, in time order."""
+        out: list[tuple[int, ClusterState]] = []
+        if self.ready_ns != self.joined_ns:
+            out.append((self.joined_ns, "starting"))
+        if self.ready_ns is not None:
+            out.append((self.ready_ns, "active"))
+        if self.draining_ns is not None:
+            out.append((self.draining_ns, "draining"))
+        if self.removed_ns is not None:
+            out.append((self.removed_ns, "removed"))
+        return tuple(out)
+
 
 @attrs.define(eq=False)
 class _Member:

@@ -597,6 +597,15 @@ RUN_KEYS: tuple[RunKey, ...] = (
         {"metavar": "SPEC", "help": "engine scheduler NAME[:key=value,...] (default: vllm)"},
     ),
     RunKey(
+        "export",
+        lambda value, where: check_exports(value, where=where),
+        {
+            "metavar": "NAMES",
+            "help": "also write, into --output-dir: vllm (vllm_bench.json, vLLM's bench serve "
+            "result file), csv (requests.csv, one row per request); e.g. vllm,csv",
+        },
+    ),
+    RunKey(
         "autoscaler",
         _named("name"),
         {
@@ -613,15 +622,6 @@ RUN_KEYS: tuple[RunKey, ...] = (
             "metavar": "SECONDS",
             "help": "an engine added during the run loads this long before it serves "
             "(default 0: at once)",
-        },
-    ),
-    RunKey(
-        "export",
-        lambda value, where: check_exports(value, where=where),
-        {
-            "metavar": "NAMES",
-            "help": "also write, into --output-dir: vllm (vllm_bench.json, vLLM's bench serve "
-            "result file), csv (requests.csv, one row per request); e.g. vllm,csv",
         },
     ),
 )

@@ -545,9 +545,17 @@ class RunParts:
                 peak_kv_blocks=engine.peak_kv_blocks,
                 kv_blocks=engine.config.num_blocks,
                 served=None if interval is None else (interval.joined_ns, interval.removed_ns),
+                gpus=_gpus(engine),
+                states=() if interval is None else interval.states(),
             )
             for engine, interval in zip(self.engines, intervals, strict=True)
         )
+
+
+def _gpus(engine: Engine) -> int:
+    """The GPUs an engine runs on: its timing model's tensor-parallel degree, else 1."""
+    tensor_parallel = getattr(engine.timing, "tensor_parallel", 1)
+    return tensor_parallel if isinstance(tensor_parallel, int) and tensor_parallel >= 1 else 1
 
 
 async def _awaited(awaitable: Awaitable[object]) -> None:
