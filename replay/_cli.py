@@ -311,11 +311,6 @@ def _replay(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
         else RequestLog.open(config.output_dir, token_times=config.token_times)
     )
     extra: dict[str, Any] = {} if series is None else {"series": series}
-    autoscaler = config.build_autoscaler()
-    if autoscaler is not None:
-        extra["autoscaler"] = autoscaler
-    if config.cold_start_s:
-        extra["cold_start_s"] = config.cold_start_s
     with log if log is not None else contextlib.nullcontext():
         status = EXIT_OK
         failure: str | None = None
