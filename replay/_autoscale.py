@@ -307,9 +307,7 @@ class AutoscalerContext:
                 continue
             n = len(samples)
             span = samples[-1].t_ns - samples[0].t_ns
-            utilisation = (
-                None if span <= 0 else (samples[-1].busy_ns - samples[0].busy_ns) / span
-            )
+            utilisation = None if span <= 0 else (samples[-1].busy_ns - samples[0].busy_ns) / span
             out.append(
                 EngineMetrics(
                     engine=engine,

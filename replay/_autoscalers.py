@@ -55,9 +55,7 @@ def _count(instance: object, attribute: attrs.Attribute[Any], value: object) -> 
 
 def _metric(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
     if value not in HPA_METRICS:
-        raise AutoscalerError(
-            f"metric: must be one of {', '.join(HPA_METRICS)}, got {value!r}"
-        )
+        raise AutoscalerError(f"metric: must be one of {', '.join(HPA_METRICS)}, got {value!r}")
 
 
 def _pool(instance: object, attribute: attrs.Attribute[Any], value: object) -> None:
@@ -252,9 +250,7 @@ class SLOPlanner:
                 f"(min_replicas {self.min_replicas})"
             )
         if self.scale_down_below >= 1:
-            raise AutoscalerError(
-                f"scale_down_below: must be < 1, got {self.scale_down_below!r}"
-            )
+            raise AutoscalerError(f"scale_down_below: must be < 1, got {self.scale_down_below!r}")
 
     async def run(self, ctx: AutoscalerContext) -> None:
         """Decide every ``interval_s`` for the whole run."""
