@@ -34,6 +34,8 @@ from ._cluster import EngineSpec as EngineSpec
 from ._compare import CompareRow as CompareRow
 from ._compare import Comparison as Comparison
 from ._compare import compare as compare
+from ._cost import CostSummary as CostSummary
+from ._cost import EngineCount as EngineCount
 from ._exceptions import ReplayError as ReplayError
 from ._exceptions import ReplayFailedError as ReplayFailedError
 from ._exceptions import ReplayInterrupted as ReplayInterrupted
@@ -168,9 +170,11 @@ __all__ = (
     "ClusterTask",
     "CompareRow",
     "Comparison",
+    "CostSummary",
     "Disaggregated",
     "Distribution",
     "ElasticRuntime",
+    "EngineCount",
     "EngineCounters",
     "EngineInterval",
     "EngineMetrics",
