@@ -10,17 +10,32 @@ through an executor (local processes or Ray) and writes one table of their metri
 
 from __future__ import annotations
 
+from ._autoscale import Autoscaler as Autoscaler
+from ._autoscale import AutoscalerContext as AutoscalerContext
+from ._autoscale import AutoscalerError as AutoscalerError
+from ._autoscale import EngineMetrics as EngineMetrics
+from ._autoscale import PoolMetrics as PoolMetrics
+from ._autoscale import SLOWindow as SLOWindow
+from ._autoscalers import AUTOSCALERS as AUTOSCALERS
+from ._autoscalers import HPA as HPA
+from ._autoscalers import HPA_METRICS as HPA_METRICS
+from ._autoscalers import Recommendation as Recommendation
+from ._autoscalers import SLOPlanner as SLOPlanner
 from ._cluster import CLUSTER_ACTIONS as CLUSTER_ACTIONS
+from ._cluster import CLUSTER_STATES as CLUSTER_STATES
 from ._cluster import Cluster as Cluster
 from ._cluster import ClusterAction as ClusterAction
 from ._cluster import ClusterError as ClusterError
 from ._cluster import ClusterEvent as ClusterEvent
+from ._cluster import ClusterState as ClusterState
 from ._cluster import ElasticRuntime as ElasticRuntime
 from ._cluster import EngineInterval as EngineInterval
 from ._cluster import EngineSpec as EngineSpec
 from ._compare import CompareRow as CompareRow
 from ._compare import Comparison as Comparison
 from ._compare import compare as compare
+from ._cost import CostSummary as CostSummary
+from ._cost import EngineCount as EngineCount
 from ._exceptions import ReplayError as ReplayError
 from ._exceptions import ReplayFailedError as ReplayFailedError
 from ._exceptions import ReplayInterrupted as ReplayInterrupted
@@ -124,9 +139,13 @@ from ._topology import Runtime as Runtime
 from ._topology import Topology as Topology
 
 __all__ = (
+    "AUTOSCALERS",
     "CLUSTER_ACTIONS",
+    "CLUSTER_STATES",
     "EXPORTS",
     "EXPORT_FILES",
+    "HPA",
+    "HPA_METRICS",
     "OUTPUT_FILES",
     "PERCENTILES",
     "PLACEMENT_ORDERS",
@@ -139,19 +158,26 @@ __all__ = (
     "TRANSFER_MODES",
     "AdmissionRecord",
     "Aggregated",
+    "Autoscaler",
+    "AutoscalerContext",
+    "AutoscalerError",
     "Breakpoint",
     "Cluster",
     "ClusterAction",
     "ClusterError",
     "ClusterEvent",
+    "ClusterState",
     "ClusterTask",
     "CompareRow",
     "Comparison",
+    "CostSummary",
     "Disaggregated",
     "Distribution",
     "ElasticRuntime",
+    "EngineCount",
     "EngineCounters",
     "EngineInterval",
+    "EngineMetrics",
     "EngineSeries",
     "EngineSpec",
     "EngineState",
@@ -173,10 +199,12 @@ __all__ = (
     "PlotExtraMissing",
     "PlotResult",
     "PolicyState",
+    "PoolMetrics",
     "PreparedWorkload",
     "Progress",
     "ProgressMode",
     "RayExecutor",
+    "Recommendation",
     "ReplayError",
     "ReplayFailedError",
     "ReplayInterrupted",
@@ -192,6 +220,8 @@ __all__ = (
     "RunOptions",
     "Runtime",
     "SLOError",
+    "SLOPlanner",
+    "SLOWindow",
     "SeriesError",
     "SeriesRecorder",
     "ServedEngineSummary",

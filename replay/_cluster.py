@@ -1,16 +1,21 @@
 """The run's cluster: its engines by stable id, and how they join, drain and leave.
 
 A :class:`Cluster` holds every engine of a run, by stable id, and changes the set at virtual
-instants. Per engine (the policy side's states, :mod:`policies._cluster`)::
+instants. Per engine (the policy side's states, :mod:`policies._cluster`, after a cold start
+that only the cluster sees)::
 
-    active ──drain──► draining ──(idle, removal asked)──► removed
-      └──────────remove (idle at once)──────────────────────┘
+    starting ──(cold start over)──► active ──drain──► draining ──(idle, removal asked)──► removed
+       │                               └──────────remove (idle at once)──────────────────────┘
+       └──drain or remove (it never served)──────────────────────────────────────────────────┘
 
 1. Ids: the topology's engines are ``0 .. n-1`` in topology order; an added engine takes the
    next unused number. An id is never reused; a removed engine stays in the report under it.
 2. :meth:`Cluster.add_engine` at instant ``t`` builds the engine (the topology's spec, or the
    one given), starts its coroutine, and the policy sees it in ``ctx.engines`` from ``t``
-   (hook ``on_engine_added``). It serves from ``t``: a cold start is not modelled yet.
+   (hook ``on_engine_added``). It serves from ``t``, or, with a cold start ``c > 0`` (the
+   ``cold_start_s`` run option), it is ``starting`` from ``t`` and joins (coroutine started,
+   seen by the policy) at ``t + c``; a starting engine that is drained or removed leaves at
+   once, having served nothing.
 3. :meth:`Cluster.drain` at ``t``: from ``t`` the engine accepts no new placement (an offer
    is refused with reason ``"engine_draining"``; hook ``on_engine_draining``); it finishes
    what it has, and stays a member until removed.
@@ -33,16 +38,18 @@ import attrs
 
 import simclock
 from engines import Engine, EngineConfig, TimingModel
-from policies import InactivePlacement, MemberState
+from policies import InactivePlacement
 
 from ._exceptions import ReplayError
 
 __all__ = (
     "CLUSTER_ACTIONS",
+    "CLUSTER_STATES",
     "Cluster",
     "ClusterAction",
     "ClusterError",
     "ClusterEvent",
+    "ClusterState",
     "ElasticRuntime",
     "EngineInterval",
     "EngineSpec",
@@ -54,6 +61,13 @@ ClusterAction = Literal["add", "drain", "remove"]
 
 CLUSTER_ACTIONS: tuple[str, ...] = get_args(ClusterAction)
 """Every cluster action."""
+
+ClusterState = Literal["starting", "active", "draining", "removed"]
+"""An engine's state in the cluster: the policy side's states (:data:`policies.MemberState`)
+and ``"starting"``, an added engine's cold start, which only the cluster sees."""
+
+CLUSTER_STATES: tuple[ClusterState, ...] = ("starting", "active", "draining", "removed")
+"""Every cluster state, in lifecycle order."""
 
 _NS_PER_S = 1_000_000_000
 
@@ -217,6 +231,8 @@ class EngineInterval:
         draining_ns: when it started draining, or None.
         drained_ns: when, draining, it first had nothing left to finish, or None.
         removed_ns: when it left, or None if it stayed to the end.
+        ready_ns: when it started accepting placements: ``joined_ns`` plus the cold start;
+            None while starting, or if it left during its cold start.
     """
 
     engine: int
@@ -225,6 +241,20 @@ class EngineInterval:
     draining_ns: int | None = None
     drained_ns: int | None = None
     removed_ns: int | None = None
+    ready_ns: int | None = attrs.field(default=None, kw_only=True)
+
+    def states(self) -> tuple[tuple[int, ClusterState], ...]:
+        """Its state changes as ``(instant_ns, state from then)``, in time order."""
+        out: list[tuple[int, ClusterState]] = []
+        if self.ready_ns != self.joined_ns:
+            out.append((self.joined_ns, "starting"))
+        if self.ready_ns is not None:
+            out.append((self.ready_ns, "active"))
+        if self.draining_ns is not None:
+            out.append((self.draining_ns, "draining"))
+        if self.removed_ns is not None:
+            out.append((self.removed_ns, "removed"))
+        return tuple(out)
 
 
 @attrs.define(eq=False)
@@ -232,11 +262,13 @@ class _Member:
     engine: Engine
     pool: str | None
     joined_ns: int
-    state: MemberState = "active"
+    state: ClusterState = "active"
     draining_ns: int | None = None
     drained_ns: int | None = None
     removed_ns: int | None = None
     remove_when_idle: bool = False
+    ready_ns: int | None = None
+    cold_start: asyncio.Future[None] | None = None
 
     def interval(self) -> EngineInterval:
         return EngineInterval(
@@ -246,6 +278,7 @@ class _Member:
             self.draining_ns,
             self.drained_ns,
             self.removed_ns,
+            ready_ns=self.ready_ns,
         )
 
 
@@ -267,6 +300,8 @@ class Cluster:
             stepping).
         start: starts an engine's coroutine on the run's loop.
         topology: gives the spec of an added engine (its ``engine_spec`` method).
+        cold_start_ns: how long an added engine loads before it serves, ns (0: at once);
+            fixed for the run, so engines join in the order they were added.
 
     Attributes:
         engines: every engine the run had, removed ones too, in id order.
@@ -278,6 +313,7 @@ class Cluster:
     _build: Callable[[int, EngineSpec], Engine]
     _start: Callable[[Engine], None]
     _topology: object
+    _cold_start_ns: int = attrs.field(default=0, kw_only=True)
     engines: tuple[Engine, ...] = attrs.field(init=False)
     live: tuple[Engine, ...] = attrs.field(init=False)
     changed: bool = attrs.field(default=False, init=False)
@@ -288,7 +324,12 @@ class Cluster:
     def __attrs_post_init__(self) -> None:
         self.engines = self.live = tuple(self._initial)
         for engine in self.engines:
-            self._members[engine.index] = _Member(engine, _pool(engine), 0)
+            self._members[engine.index] = _Member(engine, _pool(engine), 0, ready_ns=0)
+
+    @property
+    def cold_start_ns(self) -> int:
+        """How long an added engine is ``starting`` before it serves, in ns."""
+        return self._cold_start_ns
 
     def attach(self, runtime: object, loop: asyncio.AbstractEventLoop) -> None:
         """Bind the runtime that places requests on the engines, and the run's loop."""
@@ -297,8 +338,9 @@ class Cluster:
 
     # -- reading ------------------------------------------------------------------------
 
-    def state(self, engine: int) -> MemberState:
-        """Engine ``engine``'s state: ``"active"``, ``"draining"`` or ``"removed"``.
+    def state(self, engine: int) -> ClusterState:
+        """Engine ``engine``'s state: ``"starting"``, ``"active"``, ``"draining"`` or
+        ``"removed"``.
 
         Raises:
             ClusterError: no such engine.
@@ -313,7 +355,7 @@ class Cluster:
         """
         return self._member(engine).engine
 
-    def ids(self, *states: MemberState) -> tuple[int, ...]:
+    def ids(self, *states: ClusterState) -> tuple[int, ...]:
         """The ids of the engines in any of ``states`` (every engine when none is given), in
         id order."""
         return tuple(i for i, m in self._members.items() if not states or m.state in states)
@@ -342,7 +384,8 @@ class Cluster:
     # -- changing -----------------------------------------------------------------------
 
     def add_engine(self, spec: EngineSpec | None = None, *, pool: str | None = None) -> int:
-        """Add an engine now; it accepts placements at once.
+        """Add an engine now; it accepts placements at once, or after the cluster's cold
+        start (``starting`` until then).
 
         Args:
             spec: the engine's configuration and timing; default the topology's (for
@@ -369,9 +412,15 @@ class Cluster:
         engine_id = self.engines[-1].index + 1 if self.engines else 0
         engine = self._build(engine_id, resolved)
         self.changed = True
-        self._members[engine_id] = _Member(engine, _pool(engine), now)
+        member = _Member(engine, _pool(engine), now)
+        self._members[engine_id] = member
         self.engines = (*self.engines, engine)
         self.live = (*self.live, engine)
+        if self._cold_start_ns > 0:
+            member.state = "starting"
+            self._start_after_cold_start(member, now + self._cold_start_ns)
+            return engine_id
+        member.ready_ns = now
         self._start(engine)
         runtime.add_engine(engine)
         return engine_id
@@ -390,6 +439,9 @@ class Cluster:
             raise ClusterError(f"engine {engine} was removed; it cannot be drained")
         if member.state == "draining":
             return
+        if member.state == "starting":
+            self._remove_starting(member, now)
+            return
         self._drain(member, now)
 
     def remove(self, engine: int) -> None:
@@ -403,6 +455,9 @@ class Cluster:
         member = self._member(engine)
         if member.state == "removed":
             raise ClusterError(f"engine {engine} was removed already")
+        if member.state == "starting":
+            self._remove_starting(member, now)
+            return
         member.remove_when_idle = True
         if member.state == "active":
             self._drain(member, now)
@@ -445,6 +500,37 @@ class Cluster:
                 "(it has no add_engine, drain_engine and remove_engine)"
             )
         return runtime
+
+    def _start_after_cold_start(self, member: _Member, ready_ns: int) -> None:
+        """Make ``member`` join at ``ready_ns`` (a timer on the run's loop)."""
+        loop = self._loop
+        if not isinstance(loop, simclock.VirtualEventLoop):
+            raise simclock.InternalError("a cold start needs the run's virtual loop")
+        future: asyncio.Future[None] = loop.create_future()
+        member.cold_start = future
+        future.add_done_callback(lambda done: self._ready(member, done))
+        loop.wake_at_ns(future, ready_ns, waiter=f"cluster:cold_start[{member.engine.index}]")
+
+    def _ready(self, member: _Member, done: asyncio.Future[None]) -> None:
+        """The cold start is over: the engine joins (unless it left meanwhile)."""
+        if done.cancelled() or member.state != "starting":
+            return
+        member.cold_start = None
+        member.state = "active"
+        member.ready_ns = simclock.now_ns()
+        self._start(member.engine)
+        self._elastic().add_engine(member.engine)
+
+    def _remove_starting(self, member: _Member, now: int) -> None:
+        """A starting engine leaves at once: it never joined the runtime."""
+        if member.cold_start is not None:
+            member.cold_start.cancel()
+            member.cold_start = None
+        member.state = "removed"
+        member.removed_ns = member.drained_ns = now
+        engine = member.engine
+        self.live = tuple(e for e in self.live if e is not engine)
+        engine.close()
 
     def _drain(self, member: _Member, now: int) -> None:
         runtime = self._elastic()

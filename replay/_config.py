@@ -17,6 +17,8 @@ A configuration is a flat table (TOML or JSON) whose keys are the command-line o
     stepping = "macro"                   # or "pass": one engine deadline per pass
     token_times = "full"                 # requests.jsonl: "full", "runs" or "none"
     export = ["vllm", "csv"]             # also write vllm_bench.json and requests.csv
+    autoscaler = "hpa:metric=running,target=8"   # or a table; scale the engines during the run
+    cold_start_s = 30                    # an added engine loads this long before it serves
     [engine]                             # any EngineConfig field
     max_num_batched_tokens = 8192
     [workload]                           # load mode, reader options, or a synthetic workload
@@ -39,7 +41,7 @@ import math
 import tomllib
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import attrs
 
@@ -54,6 +56,8 @@ from engines import (
 )
 from loadgen import LoadMode, SyntheticSpec, WorkloadConfigError, parse_synthetic
 
+from ._autoscale import Autoscaler
+from ._autoscalers import AUTOSCALERS
 from ._exceptions import ConfigError
 from ._factories import POLICY_OPTION_CLASSES
 from ._factories import call_factory as _call
@@ -187,6 +191,10 @@ class ReplayConfig:
             :data:`engines.SCHEDULERS`); None for the default (vLLM's rules, not echoed).
         export: other layouts written with the report files (``vllm``, ``csv``; see
             :func:`replay.write_outputs`); not echoed in ``config.json``.
+        autoscaler: the autoscaler and its options (a key of :data:`replay.AUTOSCALERS`, or
+            a class of one's own); None for none. Echoed when set.
+        cold_start_s: how long an engine added during the run loads before it serves;
+            echoed when not 0.
     """
 
     trace: str | None = None
@@ -211,6 +219,8 @@ class ReplayConfig:
     token_times: TokenTimesMode = "full"
     scheduler: ComponentSpec | None = None
     export: tuple[str, ...] = ()
+    autoscaler: ComponentSpec | None = None
+    cold_start_s: float = 0.0
     origins: Mapping[str, str] = attrs.field(factory=dict, eq=False, repr=False)
 
     def origin(self, key: str) -> str:
@@ -279,6 +289,36 @@ class ReplayConfig:
             name = type(policy).__name__
             raise ConfigError(f"{where}: not a policy: {name} has no run coroutine")
         return policy
+
+    def build_autoscaler(self) -> Autoscaler | None:
+        """A fresh autoscaler (it keeps state, so each run needs its own), or None.
+
+        Raises:
+            ConfigError: an unknown autoscaler, a bad option, or a class of one's own that
+                cannot be loaded or makes no object with a ``run`` coroutine.
+        """
+        spec = self.autoscaler
+        if spec is None:
+            return None
+        where = self.origin("autoscaler")
+        factory: Any
+        if is_own_class(spec.name):
+            factory = load_class(spec.name, where=where)
+        else:
+            factory = AUTOSCALERS.get(spec.name)
+            if factory is None:
+                known = ", ".join(AUTOSCALERS)
+                raise ConfigError(
+                    f"{where}: unknown autoscaler {spec.name!r}; known: {known}, or "
+                    "path/to/file.py:ClassName or package.module:ClassName"
+                )
+        where = f"{where}: {spec.name}"
+        _check_option_types(where, factory if isinstance(factory, type) else None, spec.options)
+        autoscaler = _call(where, factory, **spec.options)
+        if not callable(getattr(autoscaler, "run", None)):
+            name = type(autoscaler).__name__
+            raise ConfigError(f"{where}: not an autoscaler: {name} has no run coroutine")
+        return cast("Autoscaler", autoscaler)
 
     def build_timing(self) -> TimingModel:
         """The timing model.
@@ -386,6 +426,10 @@ class ReplayConfig:
             out["scheduler"] = self.scheduler.as_json()
         if self.dispatch_latency_ms:
             out["dispatch_latency_ms"] = self.dispatch_latency_ms
+        if self.autoscaler is not None:
+            out["autoscaler"] = self.autoscaler.as_json()
+        if self.cold_start_s:
+            out["cold_start_s"] = self.cold_start_s
         if self.workload:
             out["workload"] = dict(self.workload)
         return out
@@ -524,6 +568,7 @@ def resolve_config(
         config.build_policy()  # the pd topology builds its own per-pool policies
     config.build_timing()
     config.build_engine()
+    config.build_autoscaler()
     return config
 
 

@@ -79,7 +79,7 @@ class ConfiguredRun:
         policy: the placement policy (for prefill/decode, the pools' policy).
         load: the load mode, with the default lanes of a workload of plays.
         options: the other run options (seed, SLO, the configuration echo, stepping,
-            dispatch latency).
+            dispatch latency, the autoscaler and the cold start when set).
     """
 
     topology: Topology
@@ -137,4 +137,9 @@ def configured_run(config: ReplayConfig, workload: Workload) -> ConfiguredRun:
         "stepping": config.stepping,
         "dispatch_latency_ms": config.dispatch_latency_ms,
     }
+    autoscaler = config.build_autoscaler()
+    if autoscaler is not None:
+        options["autoscaler"] = autoscaler
+    if config.cold_start_s:
+        options["cold_start_s"] = config.cold_start_s
     return ConfiguredRun(topology=topology, policy=policy, load=load, options=options)

@@ -104,7 +104,12 @@ def summary_json(result: ReplayResult) -> dict[str, object]:
         "preemptions": s.preemptions,
         "engines": [_jsonable(e) for e in s.engines],
         "lifecycle_events": dict(result.evidence.event_counts),
-    } | _sections(result)
+    } | _cost_section(s) | _sections(result)
+
+
+def _cost_section(summary: Summary) -> dict[str, object]:
+    """``{"cost": ...}`` when the engines measured their usage."""
+    return {} if summary.cost is None else {"cost": summary.cost.as_dict()}
 
 
 def _sections(result: ReplayResult) -> dict[str, object]:
@@ -515,6 +520,16 @@ def format_table(result: ReplayResult) -> str:
                 )
             if e.peak_kv_usage is not None:
                 row(f"{name} peak KV usage (%)", _num(_pct(e.peak_kv_usage)))
+    cost = s.cost
+    if cost is not None:
+        title("Cost")
+        row("Engine-seconds", _num(cost.engine_seconds))
+        row("GPU-seconds", _num(cost.gpu_seconds))
+        row("Requests per engine-hour", _num(cost.requests_per_engine_hour))
+        row("Output tokens per engine-hour", _num(cost.output_tokens_per_engine_hour))
+        if cost.engine_count:
+            counts = [c.engines for c in cost.engine_count]
+            row("Engines: min / max / at the end", f"{min(counts)} / {max(counts)} / {counts[-1]}")
     title("Run")
     row("Seed", str(meta.seed))
     row("Virtual time (s)", _num(meta.virtual_duration_ms / 1000, 3))

@@ -26,6 +26,7 @@ from loadgen import (
 )
 
 from ._columns import RequestColumns
+from ._cost import CostSummary, cost_summary
 from ._metric_table import DISTRIBUTIONS
 from ._metrics import SLO, Distribution
 from ._pd_metrics import PDPhases
@@ -104,6 +105,9 @@ class EngineUsage:
         kv_blocks: the engine's usable KV blocks (0: not known).
         served: ``(joined_ns, removed_ns)`` when the cluster changed during the run
             (``removed_ns`` None if the engine stayed to the end); None otherwise.
+        gpus: the GPUs the engine runs on (its tensor-parallel degree).
+        states: when the cluster changed, the engine's state changes as
+            ``(instant_ns, state)`` (``starting``, ``active``, ``draining``, ``removed``).
     """
 
     index: int
@@ -114,6 +118,8 @@ class EngineUsage:
     peak_kv_blocks: int = 0
     kv_blocks: int = 0
     served: tuple[int, int | None] | None = attrs.field(default=None, kw_only=True)
+    gpus: int = attrs.field(default=1, kw_only=True)
+    states: tuple[tuple[int, str], ...] = attrs.field(default=(), kw_only=True)
 
 
 @attrs.frozen
@@ -269,6 +275,9 @@ class Summary:
             plays (or the run kept no release accounting).
         pd_phases: where the time to first token goes in a prefill/decode run; None when no
             request had a prefill/decode handoff.
+        cost: engine-seconds, GPU-seconds, requests and output tokens per engine-hour, and
+            the engine count over time (:class:`replay.CostSummary`); None when no engine
+            measured its usage.
     """
 
     requests: int
@@ -300,6 +309,7 @@ class Summary:
     engines: tuple[EngineSummary, ...]
     plays: PlaySummary | None = None
     pd_phases: PDPhases | None = None
+    cost: CostSummary | None = None
 
 
 @attrs.frozen
@@ -662,6 +672,14 @@ def _summary(
         engines=_engine_summaries(columns, meta.engines, columns.span(measured=False)),
         plays=None if driver is None or not driver.plays else PlaySummary.of(driver),
         pd_phases=columns.pd_phases(),
+        cost=None
+        if not meta.engines
+        else cost_summary(
+            meta.engines,
+            end_ns=round(meta.virtual_duration_ms * _NS_PER_MS),
+            completed=n_completed,
+            output_tokens=total_output,
+        ),
     )
 
 

@@ -23,6 +23,7 @@ from loadgen import LoadMode, Workload
 from policies import Policy, policy_name
 from simclock import log_context
 
+from ._autoscale import Autoscaler, autoscaler_name
 from ._cluster import Cluster, ClusterError, ClusterEvent
 from ._exceptions import ReplayFailedError, ReplayInterrupted, WorkloadValidationError
 from ._logging_events import subscribe_story
@@ -90,6 +91,12 @@ class RunOptions(TypedDict, total=False):
         cluster_tasks: coroutine functions called with the run's :class:`replay.Cluster` and
             run as supervised tasks on its clock (they may add, drain and remove engines at
             any instant); an exception fails the run, and they are cancelled when it ends.
+        autoscaler: a :class:`replay.Autoscaler` run as a task of the run with an
+            :class:`replay.AutoscalerContext` (metrics, pending queue, SLO attainment,
+            add/drain/remove); echoed in ``config.json`` as ``cluster.autoscaler``.
+        cold_start_s: how long an engine added during the run loads before it serves
+            (state ``starting``), seconds (default 0: at once); echoed in ``config.json``
+            as ``cluster.cold_start_s`` when not 0.
     """
 
     topology: Required[Topology]
@@ -107,6 +114,8 @@ class RunOptions(TypedDict, total=False):
     series: SeriesRecorder | None
     cluster_events: Sequence[ClusterEvent]
     cluster_tasks: Sequence[ClusterTask]
+    autoscaler: Autoscaler | None
+    cold_start_s: float
 
 
 _RUN_OPTIONS = frozenset(RunOptions.__annotations__)
@@ -526,6 +535,25 @@ def _check_cluster_events(events: object) -> tuple[ClusterEvent, ...]:
     return tuple(events)
 
 
+def _check_autoscaler(autoscaler: object) -> Autoscaler | None:
+    if autoscaler is not None and not callable(getattr(autoscaler, "run", None)):
+        raise ClusterError(
+            f"autoscaler: must have an async run(ctx) method, got {type(autoscaler).__name__}"
+        )
+    return cast("Autoscaler | None", autoscaler)
+
+
+def _check_cold_start(value: object) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise ClusterError(f"cold_start_s: must be a finite number >= 0, got {value!r}")
+    return float(value)
+
+
 def setup(
     workload: Workload, options: RunOptions, *, caller: str
 ) -> tuple[RunParts, dict[str, Any]]:
@@ -565,6 +593,8 @@ def setup(
     load = options.get("load")
     cluster_events = _check_cluster_events(options.get("cluster_events", ()))
     cluster_tasks = tuple(options.get("cluster_tasks", ()))
+    autoscaler = _check_autoscaler(options.get("autoscaler"))
+    cold_start_s = _check_cold_start(options.get("cold_start_s", 0.0))
     seed = _check_seed(options.get("seed", 0))
     if stepping not in STEPPINGS:
         raise WorkloadValidationError(
@@ -611,6 +641,8 @@ def setup(
         series=options.get("series"),
         cluster_events=cluster_events,
         cluster_tasks=cluster_tasks,
+        autoscaler=autoscaler,
+        cold_start_ns=round(cold_start_s * 1_000_000_000),
     )
     echo: dict[str, Any] = {
         "seed": seed,
@@ -628,6 +660,10 @@ def setup(
         echo["load"] = _jsonable(attrs.asdict(load))
     if cluster_events:
         echo["cluster"] = {"events": [event.as_dict() for event in cluster_events]}
+    if autoscaler is not None:
+        echo.setdefault("cluster", {})["autoscaler"] = autoscaler_name(autoscaler)
+    if cold_start_s:
+        echo.setdefault("cluster", {})["cold_start_s"] = cold_start_s
     if config:
         echo["config"] = dict(config)
     return replay, echo

@@ -396,6 +396,17 @@ def _latency(value: object, where: str) -> float:
     return float(value)
 
 
+def _cold_start(value: object, where: str) -> float:
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise ConfigError(f"{where}: must be a finite number >= 0 (seconds), got {value!r}")
+    return float(value)
+
+
 def _seed(value: object, where: str) -> int:
     return check_int(value, where=where, minimum=0)
 
@@ -592,6 +603,25 @@ RUN_KEYS: tuple[RunKey, ...] = (
             "metavar": "NAMES",
             "help": "also write, into --output-dir: vllm (vllm_bench.json, vLLM's bench serve "
             "result file), csv (requests.csv, one row per request); e.g. vllm,csv",
+        },
+    ),
+    RunKey(
+        "autoscaler",
+        _named("name"),
+        {
+            "metavar": "SPEC",
+            "help": "scale the engines during the run: hpa or slo_planner NAME[:key=value,...], "
+            "or path/to/file.py:ClassName (default: none; docs/reference/autoscaling.md)",
+        },
+    ),
+    RunKey(
+        "cold_start_s",
+        _cold_start,
+        {
+            "type": non_negative_float,
+            "metavar": "SECONDS",
+            "help": "an engine added during the run loads this long before it serves "
+            "(default 0: at once)",
         },
     ),
 )

@@ -35,6 +35,7 @@ from engines import (
 from loadgen import Driver, DriverReport, LoadMode, Request
 from policies import Policy, PolicyRuntime
 
+from ._autoscale import Autoscaler, autoscaler_task
 from ._cluster import Cluster, ClusterEvent, EngineSpec, check_events
 from ._exceptions import WorkloadValidationError
 from ._metrics import SLO
@@ -163,6 +164,8 @@ class RunParts:
     series: SeriesRecorder | None = attrs.field(default=None, kw_only=True)
     cluster_events: Sequence[ClusterEvent] = attrs.field(default=(), kw_only=True)
     cluster_tasks: Sequence[ClusterTask] = attrs.field(default=(), kw_only=True)
+    autoscaler: Autoscaler | None = attrs.field(default=None, kw_only=True)
+    cold_start_ns: int = attrs.field(default=0, kw_only=True)
     journal: RunJournal = attrs.field(init=False)
     cluster: Cluster = attrs.field(init=False)
     runtime: Runtime = attrs.field(init=False)
@@ -210,7 +213,13 @@ class RunParts:
             engine.macro_stepping = self.stepping == "macro"
             return engine
 
-        self.cluster = Cluster(engines, build_engine, self._start_engine, self.topology)
+        self.cluster = Cluster(
+            engines,
+            build_engine,
+            self._start_engine,
+            self.topology,
+            cold_start_ns=self.cold_start_ns,
+        )
         policy_rng = np.random.default_rng(self.seeds[SEED_STREAMS.index("policy")])
         # The topology supplies the runtime: a PolicyRuntime for aggregated engines, one
         # runtime per pool plus the prefill->decode handoff for replay.Disaggregated.
@@ -282,6 +291,11 @@ class RunParts:
         tasks = [(f"cluster:task{i}", fn) for i, fn in enumerate(self.cluster_tasks)]
         if self.cluster_events:
             tasks.insert(0, ("cluster:events", self._cluster_schedule))
+        if self.autoscaler is not None:
+            scale = autoscaler_task(
+                self.autoscaler, runtime=self.runtime, journal=self.journal, slo=self.slo
+            )
+            tasks.append(("cluster:autoscaler", scale))
         for name, task_fn in tasks:
             side = loop.create_task(_awaited(task_fn(self.cluster)), name=name)
             side.add_done_callback(self._cluster_task_done)
@@ -535,9 +549,17 @@ class RunParts:
                 peak_kv_blocks=engine.peak_kv_blocks,
                 kv_blocks=engine.config.num_blocks,
                 served=None if interval is None else (interval.joined_ns, interval.removed_ns),
+                gpus=_gpus(engine),
+                states=() if interval is None else interval.states(),
             )
             for engine, interval in zip(self.engines, intervals, strict=True)
         )
+
+
+def _gpus(engine: Engine) -> int:
+    """The GPUs an engine runs on: its timing model's tensor-parallel degree, else 1."""
+    tensor_parallel = getattr(engine.timing, "tensor_parallel", 1)
+    return tensor_parallel if isinstance(tensor_parallel, int) and tensor_parallel >= 1 else 1
 
 
 async def _awaited(awaitable: Awaitable[object]) -> None:

@@ -25,6 +25,8 @@ VALUES = {
     "token_times": ("runs", "runs"),
     "scheduler": ("vllm:admit_whole_prompt=true", "vllm:admit_whole_prompt=true"),
     "export": (["csv", "vllm"], "vllm,csv"),
+    "autoscaler": ("hpa:metric=running,target=4", "hpa:metric=running,target=4"),
+    "cold_start_s": (30, "30"),
 }
 PD_VALUES = {
     "topology": ("pd", "pd"),
