@@ -34,7 +34,7 @@ from ._progress import Progress, ProgressMode, make_progress
 from ._report import ReplayResult
 from ._run import run
 from ._session import ReplaySession
-from ._timeline import Timeline, TimelineFilter, TimelineRecorder
+from ._timeline import Timeline, TimelineFilter
 
 __all__ = (
     "DebugOptions",
@@ -225,13 +225,15 @@ def run_observed(
     )
     if progress is None and options.timeline_path is None:
         return run(workload, **run_options)
-    session = ReplaySession.build(workload, history=False, **run_options)
-    recorder: TimelineRecorder | None = None
-    if options.timeline_path is not None:
-        recorder = TimelineRecorder(
-            views=tuple(e.view for e in session.engines), filter=options.timeline_filter
-        )
-        session.journal.subscribe(recorder.on_event)
+    # the session records the timeline (every engine's views, engines added later too, and
+    # the engine count of a changing cluster)
+    recording = options.timeline_path is not None
+    session = ReplaySession.build(
+        workload,
+        history=False,
+        timeline=options.timeline_filter if recording else False,
+        **run_options,
+    )
     stopped: BaseException | None = None
     try:
         if progress is not None:
@@ -250,8 +252,8 @@ def run_observed(
         # A run that ended, or failed with its report, has a timeline; an interrupted one
         # leaves nothing on disk.
         ended = stopped is None or isinstance(stopped, ReplayFailedError)
-        if recorder is not None and options.timeline_path is not None and ended:
-            timeline = recorder.timeline()
+        if recording and options.timeline_path is not None and ended:
+            timeline = session.timeline()
             if timeline_sink is not None:
                 timeline_sink(timeline)
             else:

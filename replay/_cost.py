@@ -112,14 +112,14 @@ def cost_summary(
         output_tokens_per_engine_hour=_per_hour(output_tokens, engine_s),
         requests_per_gpu_hour=_per_hour(completed, gpu_s),
         output_tokens_per_gpu_hour=_per_hour(output_tokens, gpu_s),
-        engine_count=_engine_count(usage),
+        engine_count=engine_count(usage),
     )
 
 
 _STATES = ("starting", "active", "draining")
 
 
-def _engine_count(usage: Sequence[EngineUsage]) -> tuple[EngineCount, ...]:
+def engine_count(usage: Sequence[EngineUsage]) -> tuple[EngineCount, ...]:
     """The step series of engine states, from each engine's state changes."""
     changes: list[tuple[int, int, str | None]] = []  # (instant, engine, state from then)
     for u in usage:

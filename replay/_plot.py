@@ -217,6 +217,38 @@ def _over_time(
     return throughput, requests
 
 
+def _engine_count(run: RunData) -> list[Mapping[str, Any]] | None:
+    """The run's engine count over time (``summary.json`` ``cost.engine_count``: present when
+    its cluster changed), or None."""
+    cost = run.summary.get("cost")
+    steps = cost.get("engine_count") if isinstance(cost, Mapping) else None
+    return steps if isinstance(steps, list) and steps else None
+
+
+def _engine_count_figure(
+    runs: Sequence[RunData],
+    labels: Sequence[str],
+    counts: Sequence[list[Mapping[str, Any]] | None],
+) -> Callable[[Any], None]:
+    def draw(figure: Any) -> None:
+        paid_ax, active_ax = figure.subplots(2, 1, sharex=True)
+        for run, label, steps in zip(runs, labels, counts, strict=True):
+            if steps is None:
+                continue
+            end_s = max(run.duration_s, steps[-1]["at_ms"] / 1000)
+            at = [step["at_ms"] / 1000 for step in steps] + [end_s]
+            paid = [step["engines"] for step in steps]
+            active = [step["active"] for step in steps]
+            paid_ax.step(at, [*paid, paid[-1]], where="post", label=label)
+            active_ax.step(at, [*active, active[-1]], where="post", label=label)
+        paid_ax.set_ylabel("engines paid for")
+        active_ax.set_ylabel("engines serving")
+        active_ax.set_xlabel("virtual time (s)")
+        paid_ax.legend(loc="upper right")
+
+    return draw
+
+
 def _count_between(start: np.ndarray, end: np.ndarray, at: np.ndarray) -> np.ndarray:
     """How many ``[start, end)`` intervals hold each instant of ``at`` (NaN end: open)."""
     started = np.sort(start[~np.isnan(start)])
@@ -283,6 +315,14 @@ def _run_figures(
     throughput, requests = _over_time(runs, labels)
     yield _render("throughput", "Throughput over virtual time", throughput, formats)
     yield _render("requests", "Requests over virtual time", requests, formats)
+    counts = [_engine_count(run) for run in runs]
+    if any(c is not None for c in counts):
+        yield _render(
+            "engine_count",
+            "Engines over virtual time (autoscaling and cluster changes)",
+            _engine_count_figure(runs, labels, counts),
+            formats,
+        )
     for run, label in zip(runs, labels, strict=True):
         name = "engines" if len(runs) == 1 else f"engines_{_safe(label)}"
         if run.series is None:

@@ -12,13 +12,13 @@ import inspect
 import math
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any, Required, TypedDict, Unpack, cast
+from typing import Any, Required, TypedDict, Unpack, cast, overload
 
 import attrs
 import numpy as np
 
 import simclock
-from engines import Engine
+from engines import Engine, EngineView
 from loadgen import LoadMode, Workload
 from policies import Policy, policy_name
 from simclock import log_context
@@ -42,6 +42,7 @@ from ._runner import (
 )
 from ._series import SeriesRecorder
 from ._stream import RecordStream
+from ._timeline import TimelineFilter, TimelineRecorder
 from ._topology import Runtime, Topology
 
 __all__ = ("Run", "RunOptions", "abandon_loop", "run", "setup")
@@ -119,6 +120,25 @@ class RunOptions(TypedDict, total=False):
 
 
 _RUN_OPTIONS = frozenset(RunOptions.__annotations__)
+
+
+class _LiveViews(Sequence[EngineView]):
+    """The views of a run's engines, by id, read when asked (engines added later too)."""
+
+    def __init__(self, parts: RunParts) -> None:
+        self._parts = parts
+
+    def __len__(self) -> int:
+        return len(self._parts.engines)
+
+    @overload
+    def __getitem__(self, index: int) -> EngineView: ...
+    @overload
+    def __getitem__(self, index: slice) -> Sequence[EngineView]: ...
+    def __getitem__(self, index: int | slice) -> EngineView | Sequence[EngineView]:
+        if isinstance(index, slice):
+            return tuple(e.view for e in self._parts.engines[index])
+        return self._parts.engines[index].view
 
 
 @attrs.define(eq=False)
@@ -250,6 +270,18 @@ class Run:
         """The run's engines by stable id; add, drain and remove them from a coroutine of
         the run (see :class:`replay.Cluster`)."""
         return self.parts.cluster
+
+    def timeline_recorder(self, filter: TimelineFilter | None = None) -> TimelineRecorder:
+        """A :class:`replay.TimelineRecorder` subscribed to this run's journal: it samples
+        the views of every engine of the run (those added later too) and, when the cluster
+        changes, records the engine count."""
+        recorder = TimelineRecorder(
+            views=_LiveViews(self.parts),
+            engine_usage=self.parts.engine_usage,
+            filter=TimelineFilter() if filter is None else filter,
+        )
+        self.journal.subscribe(recorder.on_event)
+        return recorder
 
     # -- advancing -------------------------------------------------------------------------
 

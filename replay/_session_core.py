@@ -85,10 +85,7 @@ class SessionCore:
         """Subscribe a fresh timeline recorder to ``run``'s journal, if the session keeps one."""
         if self._timeline_filter is None:
             return
-        self._recorder = TimelineRecorder(
-            views=tuple(e.view for e in run.engines), filter=self._timeline_filter
-        )
-        run.journal.subscribe(self._recorder.on_event)
+        self._recorder = run.timeline_recorder(self._timeline_filter)
 
     # -- recording ------------------------------------------------------------------------
 

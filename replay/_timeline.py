@@ -33,7 +33,7 @@ import gc
 import io
 import json
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
@@ -41,7 +41,9 @@ import attrs
 
 from engines import EventKind, LifecycleEvent
 
+from ._cost import engine_count
 from ._files import write_file_set
+from ._report import EngineUsage
 
 __all__ = (
     "EngineCounters",
@@ -219,11 +221,17 @@ class TimelineRecorder:
 
     Attributes:
         views: the engines' read-only views, by engine index (sampled for counters).
+        engine_usage: the run's engine usage (``replay.Run``'s), read when the timeline is
+            built: when the cluster changed, an ``engines`` counter on the router holds the
+            engines starting, active and draining over time.
         engine_names: display names by engine index (default ``engine <i>`` plus the role).
         filter: the window and requests the timeline will show; applied while recording.
     """
 
     views: Sequence[EngineCounters] = attrs.field(default=(), kw_only=True)
+    engine_usage: Callable[[], Sequence[EngineUsage]] | None = attrs.field(
+        default=None, kw_only=True
+    )
     engine_names: Sequence[str] = attrs.field(default=(), kw_only=True)
     filter: TimelineFilter = attrs.field(factory=lambda: TimelineFilter(), kw_only=True)
     _open: dict[str, _Open] = attrs.field(factory=dict, init=False)
@@ -642,6 +650,26 @@ class TimelineRecorder:
                             "args": {"used": kv_used},
                         },
                     )
+        if self.engine_usage is not None:
+            # the cluster's engines by state, on the router (only when the cluster changed)
+            for count in engine_count(self.engine_usage()):
+                t = round(count.at_ms * 1_000_000)
+                if not f.overlaps(t, t):
+                    continue
+                add(
+                    t,
+                    {
+                        "name": "engines",
+                        "ph": "C",
+                        "ts": _us(t),
+                        "pid": ROUTER_PID,
+                        "args": {
+                            "starting": count.starting,
+                            "active": count.active,
+                            "draining": count.draining,
+                        },
+                    },
+                )
         records.sort(key=lambda r: (r[0], r[1]))
         metadata = self._metadata(link_pid)
         return Timeline(tuple(metadata + [event for _, _, event in records]))

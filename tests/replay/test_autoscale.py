@@ -310,3 +310,43 @@ def test_an_own_autoscaler_class_from_the_command_line(
         (500.0, 1, 1),
         (750.0, 0, 2),
     ]
+
+
+def test_the_engine_count_of_an_autoscaled_run_is_drawn(tmp_path: Path) -> None:
+    from replay import plot, write_outputs
+
+    write_outputs(step_run(hpa()), tmp_path / "scaled", token_times="none")
+    static = run(workload(step_load()), topology=topology(1, num_blocks=4096), policy=RoundRobin())
+    write_outputs(static, tmp_path / "static", token_times="none")
+    plot([tmp_path / "scaled", tmp_path / "static"], tmp_path / "figs", formats=("svg",))
+    svg = (tmp_path / "figs" / "engine_count.svg").read_text()
+    assert "engines paid for" in svg and "engines serving" in svg
+    # a run whose cluster never changed has no engine count: no figure for it alone
+    plot([tmp_path / "static"], tmp_path / "alone", formats=("svg",))
+    assert not (tmp_path / "alone" / "engine_count.svg").exists()
+
+
+def test_the_timeline_counts_engines_and_samples_the_added_ones(tmp_path: Path) -> None:
+    from replay import ReplaySession
+
+    # four more requests at 36 s, when the added engines serve: round robin spreads them
+    later = [req(f"l{i}", output=200, at_ms=36_000) for i in range(4)]
+    with ReplaySession.build(
+        workload([*step_load(), *later]),
+        topology=topology(1, num_blocks=4096),
+        policy=RoundRobin(),
+        autoscaler=hpa(),
+        cold_start_s=15,
+        timeline=True,
+    ) as session:
+        session.run()
+        events = session.timeline().events
+    counts = [e for e in events if e.get("name") == "engines" and e.get("ph") == "C"]
+    # 1 active; 3 starting beside it at 20 s; 4 active at 35 s
+    assert [(e["ts"] / 1e6, e["args"]["starting"], e["args"]["active"]) for e in counts][:3] == [
+        (0.0, 0, 1),
+        (20.0, 3, 1),
+        (35.0, 0, 4),
+    ]
+    sampled = {e["pid"] - 1 for e in events if e.get("name") == "requests" and e.get("ph") == "C"}
+    assert sampled == {0, 1, 2, 3}  # the engines added during the run are sampled too
