@@ -120,11 +120,15 @@ def _executor(args: argparse.Namespace) -> Executor:
     return LocalExecutor(jobs=args.jobs)
 
 
-def after_sweep(output_dir: Path, args: argparse.Namespace) -> None:
+def after_sweep(output_dir: Path, args: argparse.Namespace, err: TextIO) -> None:
     """Once the table of a sweep is written: with ``--plots``, draw its figures (a metric
     against the swept key, one line per policy) and ``report.html`` into ``DIR/plots``."""
     if getattr(args, "plots", False):
-        plot_sweep(output_dir, output_dir / PLOTS_DIR)
+        drawn = plot_sweep(output_dir, output_dir / PLOTS_DIR)
+        if not args.quiet:
+            print(f"wrote {len(drawn.files)} files to {output_dir / PLOTS_DIR}", file=err)
+            for note in drawn.notes:
+                print(f"note: {note}", file=err)
 
 
 def run_sweep(args: argparse.Namespace, *, stderr: TextIO | None = None) -> int:
@@ -156,7 +160,7 @@ def run_sweep(args: argparse.Namespace, *, stderr: TextIO | None = None) -> int:
         # bad input (a ValueError leaf), an unusable output directory (OutputError)
         print(f"simclock sweep: error: {' '.join(str(exc).split())}", file=err)
         return _EXIT_USAGE
-    after_sweep(result.output_dir, args)
+    after_sweep(result.output_dir, args, err)
     if not args.quiet:
         failed = len(result.failed)
         where = f"{result.output_dir / SWEEP_JSON}, {result.output_dir / SWEEP_CSV}"

@@ -185,7 +185,13 @@ def make_directories(directory: Path) -> list[Path]:
     try:
         for parent in reversed((directory, *directory.parents)):
             if not parent.exists():
-                parent.mkdir()
+                try:
+                    parent.mkdir()
+                except FileExistsError:
+                    # made meanwhile by another process (a sweep's workers share runs/)
+                    if not parent.is_dir():
+                        raise
+                    continue
                 created.append(parent)
         if not directory.is_dir():
             raise OutputError(f"{directory}: not a directory")

@@ -180,7 +180,8 @@ def sweep(
                 output_dir=str(directory) if executor.shares_filesystem else None,
             )
         )
-    make_directories(out)
+    # runs/ before any worker starts: workers each make their own run's directory in it
+    make_directories(out / RUNS_DIR)
     if rows:
         table.write(rows)
     outcomes: Iterator[RunOutcome] = executor.map_unordered(run_task, tasks)

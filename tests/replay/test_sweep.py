@@ -416,3 +416,11 @@ def _a_plays_trace(tmp_path: Path) -> str:
     path = tmp_path / "plays.jsonl"
     path.write_text("\n".join(rows) + "\n")
     return str(path)
+
+
+def test_plots_say_where_they_went_unless_quiet(
+    sweep_file: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["sweep", str(sweep_file), "--plots"]) == EXIT_OK
+    err = capsys.readouterr().err.splitlines()
+    assert any(line.startswith("wrote ") and line.endswith("out/plots") for line in err)
