@@ -58,7 +58,7 @@ def main(figures: Path | None = None) -> None:
         print(simclock(work, COMPARE).stdout, end="")
 
         done = simclock(work, SWEEP)
-        print(*done.stderr.splitlines()[:2], "...", *done.stderr.splitlines()[-2:], sep="\n")
+        print(*done.stderr.splitlines()[:2], "...", *done.stderr.splitlines()[-3:], sep="\n")
         print("compare-out:", sorted(p.name for p in (work / "compare-out").iterdir()))
         with (work / "compare-out" / "sweep.csv").open(newline="") as handle:
             rows = list(csv.DictReader(handle))
