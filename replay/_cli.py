@@ -66,6 +66,7 @@ from ._config import (
 from ._config_run import configured_run, read_workload
 from ._exceptions import ReplayFailedError, ReplayInterrupted
 from ._export import Export, export_files
+from ._faults import fault_plan
 from ._files import check_destinations
 from ._output import (
     OUTPUT_FILES,
@@ -311,6 +312,15 @@ def _replay(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
         else RequestLog.open(config.output_dir, token_times=config.token_times)
     )
     extra: dict[str, Any] = {} if series is None else {"series": series}
+    if config.faults is not None:
+        # checked against the topology's engines now, naming the file
+        initial = (
+            config.prefill_workers + config.decode_workers
+            if config.topology == "pd"
+            else config.workers
+        )
+        fault_plan(config.faults, initial, where=config.origin("faults"))
+        extra["faults"] = config.faults
     with log if log is not None else contextlib.nullcontext():
         status = EXIT_OK
         failure: str | None = None

@@ -26,6 +26,7 @@ from simclock import log_context
 from ._autoscale import Autoscaler, autoscaler_name
 from ._cluster import Cluster, ClusterError, ClusterEvent
 from ._exceptions import ReplayFailedError, ReplayInterrupted, WorkloadValidationError
+from ._faults import FaultError, Faults
 from ._logging_events import subscribe_story
 from ._metrics import SLO
 from ._output import RequestLog
@@ -98,6 +99,8 @@ class RunOptions(TypedDict, total=False):
         cold_start_s: how long an engine added during the run loads before it serves
             (state ``starting``), seconds (default 0: at once); echoed in ``config.json``
             as ``cluster.cold_start_s`` when not 0.
+        faults: engine crashes and drains at instants, and stale engine views and KV events
+            (:class:`replay.Faults`); echoed in ``config.json`` as ``faults``.
     """
 
     topology: Required[Topology]
@@ -117,6 +120,7 @@ class RunOptions(TypedDict, total=False):
     cluster_tasks: Sequence[ClusterTask]
     autoscaler: Autoscaler | None
     cold_start_s: float
+    faults: Faults | None
 
 
 _RUN_OPTIONS = frozenset(RunOptions.__annotations__)
@@ -627,6 +631,11 @@ def setup(
     cluster_tasks = tuple(options.get("cluster_tasks", ()))
     autoscaler = _check_autoscaler(options.get("autoscaler"))
     cold_start_s = _check_cold_start(options.get("cold_start_s", 0.0))
+    faults = options.get("faults")
+    if faults is not None and not isinstance(faults, Faults):
+        raise FaultError(f"faults: must be a replay.Faults, got {faults!r}")
+    if faults is not None and faults.is_empty:
+        faults = None  # no fault at all: exactly the run without the option
     seed = _check_seed(options.get("seed", 0))
     if stepping not in STEPPINGS:
         raise WorkloadValidationError(
@@ -675,6 +684,7 @@ def setup(
         cluster_tasks=cluster_tasks,
         autoscaler=autoscaler,
         cold_start_ns=round(cold_start_s * 1_000_000_000),
+        faults=faults,
     )
     echo: dict[str, Any] = {
         "seed": seed,
@@ -696,6 +706,8 @@ def setup(
         echo.setdefault("cluster", {})["autoscaler"] = autoscaler_name(autoscaler)
     if cold_start_s:
         echo.setdefault("cluster", {})["cold_start_s"] = cold_start_s
+    if faults is not None:
+        echo["faults"] = faults.as_dict()
     if config:
         echo["config"] = dict(config)
     return replay, echo
