@@ -44,6 +44,13 @@ from ._exceptions import WorkloadValidationError as WorkloadValidationError
 from ._executors import Executor as Executor
 from ._executors import LocalExecutor as LocalExecutor
 from ._executors import RayExecutor as RayExecutor
+from ._explore import INVARIANTS as INVARIANTS
+from ._explore import Assertion as Assertion
+from ._explore import ExploreError as ExploreError
+from ._explore import ExploreResult as ExploreResult
+from ._explore import ExploreRun as ExploreRun
+from ._explore import Violation as Violation
+from ._explore import explore as explore
 from ._export import EXPORT_FILES as EXPORT_FILES
 from ._export import EXPORTS as EXPORTS
 from ._faults import ON_CRASH as ON_CRASH
@@ -154,6 +161,7 @@ __all__ = (
     "EXPORT_FILES",
     "HPA",
     "HPA_METRICS",
+    "INVARIANTS",
     "ON_CRASH",
     "OUTPUT_FILES",
     "PERCENTILES",
@@ -167,6 +175,7 @@ __all__ = (
     "TRANSFER_MODES",
     "AdmissionRecord",
     "Aggregated",
+    "Assertion",
     "Autoscaler",
     "AutoscalerContext",
     "AutoscalerError",
@@ -196,6 +205,9 @@ __all__ = (
     "EngineUsage",
     "EventCounter",
     "Executor",
+    "ExploreError",
+    "ExploreResult",
+    "ExploreRun",
     "FailingRuntime",
     "FaultError",
     "FaultHit",
@@ -254,10 +266,12 @@ __all__ = (
     "TokenTimesMs",
     "Topology",
     "TransferMode",
+    "Violation",
     "WorkloadValidationError",
     "compare",
     "config_json",
     "describe_event",
+    "explore",
     "finalize",
     "format_ns",
     "format_table",

@@ -42,6 +42,7 @@ from ._cli_debug import (
     run_observed,
     write_timeline,
 )
+from ._cli_explore import add_explore_parser
 from ._cli_plot import (
     add_compare_parser,
     add_plot_parser,
@@ -66,7 +67,6 @@ from ._config import (
 from ._config_run import configured_run, read_workload
 from ._exceptions import ReplayFailedError, ReplayInterrupted
 from ._export import Export, export_files
-from ._faults import fault_plan
 from ._files import check_destinations
 from ._output import (
     OUTPUT_FILES,
@@ -232,6 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_plot_parser(cast("argparse._SubParsersAction[argparse.ArgumentParser]", commands))
     add_compare_parser(cast("argparse._SubParsersAction[argparse.ArgumentParser]", commands))
     add_sweep_parser(cast("argparse._SubParsersAction[argparse.ArgumentParser]", commands))
+    add_explore_parser(cast("argparse._SubParsersAction[argparse.ArgumentParser]", commands))
     return parser
 
 
@@ -312,15 +313,6 @@ def _replay(args: argparse.Namespace, *, stdout: TextIO | None = None) -> int:
         else RequestLog.open(config.output_dir, token_times=config.token_times)
     )
     extra: dict[str, Any] = {} if series is None else {"series": series}
-    if config.faults is not None:
-        # checked against the topology's engines now, naming the file
-        initial = (
-            config.prefill_workers + config.decode_workers
-            if config.topology == "pd"
-            else config.workers
-        )
-        fault_plan(config.faults, initial, where=config.origin("faults"))
-        extra["faults"] = config.faults
     with log if log is not None else contextlib.nullcontext():
         status = EXIT_OK
         failure: str | None = None

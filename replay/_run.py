@@ -101,6 +101,10 @@ class RunOptions(TypedDict, total=False):
             as ``cluster.cold_start_s`` when not 0.
         faults: engine crashes and drains at instants, and stale engine views and KV events
             (:class:`replay.Faults`); echoed in ``config.json`` as ``faults``.
+        schedule_seed: run the callbacks ready at one virtual instant in an order permuted
+            by this seed (the clock's seeded mode, :class:`simclock.VirtualEventLoop`)
+            instead of first in first out; echoed in ``config.json``. None (the default):
+            first in first out. ``replay.explore`` varies it.
     """
 
     topology: Required[Topology]
@@ -121,6 +125,7 @@ class RunOptions(TypedDict, total=False):
     autoscaler: Autoscaler | None
     cold_start_s: float
     faults: Faults | None
+    schedule_seed: int | None
 
 
 _RUN_OPTIONS = frozenset(RunOptions.__annotations__)
@@ -176,7 +181,9 @@ class Run:
     _wall_s: float = attrs.field(default=0.0, init=False)
 
     def __attrs_post_init__(self) -> None:
-        loop = simclock.new_event_loop(report_interrupts=False)
+        loop = simclock.new_event_loop(
+            report_interrupts=False, seed=self.parts.schedule_seed
+        )
         try:
             self.parts.build()
             subscribe_story(self.parts.journal)  # debug logs only: decided once, here
@@ -554,9 +561,9 @@ def _jsonable(value: object) -> object:
     return repr(value)
 
 
-def _check_seed(seed: object) -> int:
+def _check_seed(seed: object, name: str = "seed") -> int:
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise WorkloadValidationError(f"seed: must be an int >= 0, got {seed!r}")
+        raise WorkloadValidationError(f"{name}: must be an int >= 0, got {seed!r}")
     return seed
 
 
@@ -636,6 +643,9 @@ def setup(
         raise FaultError(f"faults: must be a replay.Faults, got {faults!r}")
     if faults is not None and faults.is_empty:
         faults = None  # no fault at all: exactly the run without the option
+    schedule_seed = options.get("schedule_seed")
+    if schedule_seed is not None:
+        _check_seed(schedule_seed, "schedule_seed")
     seed = _check_seed(options.get("seed", 0))
     if stepping not in STEPPINGS:
         raise WorkloadValidationError(
@@ -685,6 +695,7 @@ def setup(
         autoscaler=autoscaler,
         cold_start_ns=round(cold_start_s * 1_000_000_000),
         faults=faults,
+        schedule_seed=schedule_seed,
     )
     echo: dict[str, Any] = {
         "seed": seed,
@@ -708,6 +719,8 @@ def setup(
         echo.setdefault("cluster", {})["cold_start_s"] = cold_start_s
     if faults is not None:
         echo["faults"] = faults.as_dict()
+    if schedule_seed is not None:
+        echo["schedule_seed"] = schedule_seed
     if config:
         echo["config"] = dict(config)
     return replay, echo

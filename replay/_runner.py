@@ -168,6 +168,7 @@ class RunParts:
     autoscaler: Autoscaler | None = attrs.field(default=None, kw_only=True)
     cold_start_ns: int = attrs.field(default=0, kw_only=True)
     faults: Faults | None = attrs.field(default=None, kw_only=True)
+    schedule_seed: int | None = attrs.field(default=None, kw_only=True)
     journal: RunJournal = attrs.field(init=False)
     cluster: Cluster = attrs.field(init=False)
     runtime: Runtime = attrs.field(init=False)
