@@ -572,7 +572,6 @@ RUN_KEYS: tuple[RunKey, ...] = (
         pd_only=True,
     ),
     RunKey("workload", _workload_table),
-    RunKey("faults", _faults_table),
     RunKey(
         "stepping",
         _choice(STEPPINGS),
@@ -634,6 +633,7 @@ RUN_KEYS: tuple[RunKey, ...] = (
             "(default 0: at once)",
         },
     ),
+    RunKey("faults", _faults_table),
 )
 """Every top-level key of a run's configuration, in the order errors list them; a key with a
 flag is also a ``simclock replay`` option (the command line adds them in this order)."""
