@@ -819,6 +819,22 @@ class Engine:
         self._kick()
         return True
 
+    def crash(self) -> tuple[str, ...]:
+        """The engine fails now: every request placed on it (waiting, running, held for a
+        transfer, reserved) is dropped with its blocks, no event is recorded for them (the
+        caller says what becomes of them), and the engine is closed. Open offers stay open
+        until their owner aborts them (:meth:`abort` still works).
+
+        Returns:
+            The ids of the requests dropped, in the order they were committed here.
+        """
+        self._sync()
+        dropped = tuple(self._core.seqs)
+        for request_id in dropped:
+            self.cancel(request_id, record=False)
+        self.close()
+        return dropped
+
     # -- the coroutine -----------------------------------------------------------------------
 
     def close(self) -> None:

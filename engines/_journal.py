@@ -30,7 +30,9 @@ class EventKind(enum.Enum):
     ``FINISHED`` (detail ``truncated``), ``REJECTED`` (detail ``reason``), ``PREFILL_DONE``
     (prefill role), ``RESERVED`` and ``TRANSFER_DONE`` (decode role), ``CANCELLED`` (the
     client cancelled it: a profile's grace ended). Recorded by the layers above: ``ARRIVED``,
-    ``TOKENIZED``, ``FAILED``, and ``CANCELLED`` for a request on no engine.
+    ``TOKENIZED``, ``FAILED``, ``CANCELLED`` for a request on no engine, and ``REQUEUED`` (a
+    fault took the request off its engine and gave it back to the policy; detail ``reason``:
+    ``"engine_crashed"``).
     """
 
     ARRIVED = "arrived"
@@ -51,6 +53,7 @@ class EventKind(enum.Enum):
     TRANSFER_DONE = "transfer_done"
     FAILED = "failed"
     CANCELLED = "cancelled"
+    REQUEUED = "requeued"
 
 
 @attrs.frozen(init=False)
@@ -152,6 +155,9 @@ class RequestTrace:
     transfer_tokens: int | None = None
     transfer_ms: float | None = None
     decode_reused_tokens: int | None = None
+    faults: list[tuple[int, int | None, str]] = attrs.Factory(list)
+    """Faults that took the request off an engine and gave it back to the policy
+    (``REQUEUED``): ``(time_ns, engine, reason)`` each, in order."""
 
     @property
     def first_token_ns(self) -> int | None:
@@ -273,6 +279,26 @@ def _transfer_done(trace: RequestTrace, event: LifecycleEvent) -> None:
         trace.transfer_ms = float(ms)
 
 
+def _requeued(trace: RequestTrace, event: LifecycleEvent) -> None:
+    """The request lost its engine (and every token and block it had there) and goes back to
+    the policy: what an engine did with it is forgotten; its release, its counters
+    (preemptions) and the fault are kept."""
+    reason = event.get("reason")
+    trace.faults.append((event.time_ns, event.engine, "fault" if reason is None else str(reason)))
+    trace.engine_arrival_ns = None
+    trace.engine = None
+    trace.first_admit_ns = None
+    trace.admissions = []
+    trace.token_times_ns = TokenTimes()
+    trace.reused_input_tokens = None
+    trace.truncated = False
+    trace.prefill_worker = trace.decode_worker = None
+    trace.prefill_admit_ns = trace.prefill_done_ns = None
+    trace.destination_reserved_ns = trace.transfer_done_ns = trace.decode_admit_ns = None
+    trace.transfer_tokens = trace.decode_reused_tokens = None
+    trace.transfer_ms = None
+
+
 def _nothing(trace: RequestTrace, event: LifecycleEvent) -> None:
     pass
 
@@ -297,6 +323,7 @@ _APPLY: dict[EventKind, Callable[[RequestTrace, LifecycleEvent], None]] = {
     EventKind.TRANSFER_DONE: _transfer_done,
     EventKind.FAILED: _failed,
     EventKind.CANCELLED: _cancelled,
+    EventKind.REQUEUED: _requeued,
 }
 
 

@@ -22,9 +22,11 @@ from ._builtins import Random as Random
 from ._builtins import RoundRobin as RoundRobin
 from ._builtins import SessionAffinity as SessionAffinity
 from ._builtins import conversation_key as conversation_key
+from ._cluster import ENGINE_CRASHED as ENGINE_CRASHED
 from ._cluster import ENGINE_DRAINING as ENGINE_DRAINING
 from ._cluster import ENGINE_REMOVED as ENGINE_REMOVED
 from ._cluster import ENGINE_STATES as ENGINE_STATES
+from ._cluster import EngineFailure as EngineFailure
 from ._cluster import InactivePlacement as InactivePlacement
 from ._cluster import Membership as Membership
 from ._cluster import MemberState as MemberState
@@ -48,8 +50,10 @@ from ._runtime import PolicyRuntime as PolicyRuntime
 from ._runtime import RequestStatus as RequestStatus
 from ._runtime import RequestStream as RequestStream
 from ._runtime import policy_name as policy_name
+from ._stale import Staleness as Staleness
 
 __all__ = (
+    "ENGINE_CRASHED",
     "ENGINE_DRAINING",
     "ENGINE_REMOVED",
     "ENGINE_STATES",
@@ -58,6 +62,7 @@ __all__ = (
     "ChoiceFunction",
     "ChoicePolicy",
     "CommitError",
+    "EngineFailure",
     "EngineHandle",
     "InactivePlacement",
     "InvalidWakeupError",
@@ -82,6 +87,7 @@ __all__ = (
     "RoundRobin",
     "RuntimePoisonedError",
     "SessionAffinity",
+    "Staleness",
     "conversation_key",
     "from_choice",
     "pd_kv_aware",

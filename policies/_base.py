@@ -10,6 +10,7 @@ import attrs
 from engines import EngineView, KVEvent, LifecycleEvent, RequestTrace
 from loadgen import Request
 
+from ._cluster import EngineFailure
 from ._runtime import Placement, PolicyContext, RequestStream
 
 __all__ = ("BasePolicy", "ChoiceFunction", "ChoicePolicy", "PlacePolicy", "from_choice")
@@ -34,7 +35,8 @@ class BasePolicy:
     Override any hook to receive it:
     :meth:`on_committed`, :meth:`on_aborted`, :meth:`on_admitted`, :meth:`on_first_token`,
     :meth:`on_preempted`, :meth:`on_finished`, :meth:`on_kv_event`, and the cluster's
-    :meth:`on_engine_added`, :meth:`on_engine_draining`, :meth:`on_engine_removed`.
+    :meth:`on_engine_added`, :meth:`on_engine_draining`, :meth:`on_engine_removed`,
+    :meth:`on_engine_failed`.
     Hooks are synchronous and run at the virtual instant of their event; an exception in a
     hook ends the run with a report naming it.
     """
@@ -93,6 +95,11 @@ class BasePolicy:
     def on_engine_removed(self, view: EngineView) -> None:
         """Engine ``view.id`` left the cluster (idle: nothing of it is left to finish); its
         id is never reused."""
+
+    @_noop
+    def on_engine_failed(self, event: EngineFailure) -> None:
+        """Engine ``event.engine`` crashed (after ``on_engine_removed``): the requests it had
+        lost their KV and are back in the request stream (``event.requeued``) or failed."""
 
 
 class PlacePolicy(BasePolicy):

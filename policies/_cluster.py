@@ -36,9 +36,11 @@ if TYPE_CHECKING:
     from ._runtime import EngineHandle
 
 __all__ = (
+    "ENGINE_CRASHED",
     "ENGINE_DRAINING",
     "ENGINE_REMOVED",
     "ENGINE_STATES",
+    "EngineFailure",
     "InactivePlacement",
     "MemberState",
     "Membership",
@@ -55,6 +57,33 @@ ENGINE_DRAINING = "engine_draining"
 
 ENGINE_REMOVED = "engine_removed"
 """The reason of an offer refused because its engine was removed."""
+
+ENGINE_CRASHED = "engine_crashed"
+"""The reason of everything a crashed engine had: offers withdrawn, requests given back to
+the policy (``REQUEUED``) or failed (``FAILED``)."""
+
+
+@attrs.frozen
+class EngineFailure:
+    """An engine crashed (``on_engine_failed``): it is removed, and lost what it had.
+
+    Attributes:
+        time_ns: the instant of the crash.
+        engine: the crashed engine's id (never reused).
+        requests: the requests it had (waiting, running, held, reserved), in the order they
+            were committed there; their KV is lost.
+        requeued: True when they went back to the policy's request stream (to be placed
+            again, like new requests, keeping their ids); False when they failed (status
+            ``failed``, reason :data:`ENGINE_CRASHED`).
+        offers: the requests whose open offers on it were withdrawn (``on_aborted`` with
+            reason :data:`ENGINE_CRASHED`; they are held by the policy again).
+    """
+
+    time_ns: int
+    engine: int
+    requests: tuple[str, ...]
+    requeued: bool
+    offers: tuple[str, ...] = ()
 
 
 @attrs.frozen

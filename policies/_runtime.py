@@ -27,7 +27,7 @@ import asyncio
 import contextlib
 import math
 from collections import deque
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from types import TracebackType
 from typing import Any, Literal, Protocol, TypeVar
 
@@ -48,7 +48,14 @@ from engines import (
 )
 from loadgen import Request
 
-from ._cluster import InactivePlacement, Membership, MemberState
+from ._cluster import (
+    ENGINE_CRASHED,
+    ENGINE_REMOVED,
+    EngineFailure,
+    InactivePlacement,
+    Membership,
+    MemberState,
+)
 from ._exceptions import (
     CommitError,
     InvalidWakeupError,
@@ -128,7 +135,8 @@ class Policy(Protocol):
     - ``on_finished(trace)``: a placed request reached a terminal state;
     - ``on_kv_event(event)``: an engine stored or removed KV blocks;
     - ``on_engine_added(view)``, ``on_engine_draining(view)``, ``on_engine_removed(view)``:
-      the cluster changed (:mod:`policies._cluster`); ``ctx.engines`` already shows it.
+      the cluster changed (:mod:`policies._cluster`); ``ctx.engines`` already shows it;
+    - ``on_engine_failed(event)``: an engine crashed (:class:`policies.EngineFailure`).
 
     :class:`policies.BasePolicy` provides no-op hooks to subclass.
     """
@@ -853,6 +861,51 @@ class PolicyRuntime:
         self.views = self.membership.views
         self._cluster_hook("on_engine_removed", handle)
 
+    def fail_engine(
+        self, engine: int, request_ids: Sequence[str], *, requeue: bool
+    ) -> EngineFailure:
+        """Engine ``engine`` crashed and dropped ``request_ids`` (:meth:`engines.Engine.crash`):
+        it is removed (``on_engine_removed``), its open offers are withdrawn (``on_aborted``,
+        reason ``"engine_crashed"``), and each request it had goes back to the request stream
+        (``requeue``; recorded ``REQUEUED``) or fails (``FAILED``, reason
+        ``"engine_crashed"``); then ``on_engine_failed`` is called.
+
+        Raises:
+            PlacementError: no such engine, or it was removed already.
+            simclock.InternalError: a request was not committed to it by this runtime.
+        """
+        handle = self.membership.set_state(engine, "removed")
+        self.views = self.membership.views
+        withdrawn = [
+            offer.request.id
+            for offer in list(self._open.values())
+            if offer.engine == engine and self._withdraw(offer, ENGINE_CRASHED)
+        ]
+        for request_id in request_ids:
+            state = self._requests.get(request_id)
+            if state is None or state.status != "committed" or state.engine != engine:
+                raise simclock.InternalError(
+                    f"engine {engine} crashed with request {request_id!r}, which this runtime "
+                    f"did not commit to it ({None if state is None else state.status})"
+                )
+            if requeue:
+                state.status = "held"
+                state.engine = None
+                state.last_rejection = None
+                self._unsettled += 1
+                self._record(EventKind.REQUEUED, request_id, engine, (("reason", ENGINE_CRASHED),))
+                self.stream._put(state.request)
+            else:
+                self._record(EventKind.FAILED, request_id, engine, (("reason", ENGINE_CRASHED),))
+        event = EngineFailure(
+            simclock.now_ns(), engine, tuple(request_ids), requeue, tuple(withdrawn)
+        )
+        self._cluster_hook("on_engine_removed", handle)
+        hook = _hook(self.policy, "on_engine_failed")
+        if hook is not None:
+            self._call_hook("on_engine_failed", hook, event)
+        return event
+
     def _cluster_hook(self, name: str, engine: EngineHandle) -> None:
         hook = _hook(self.policy, name)
         if hook is not None:
@@ -997,7 +1050,13 @@ class PolicyRuntime:
         result: Tentative | Rejection | None = None
         try:
             await self._travel()
-            result = self._ask(engine, offer)
+            if self.membership.state(offer.engine) == "removed":
+                # the engine left (or crashed) while the offer travelled: nobody answers
+                result = Rejection(
+                    offer.engine, request.id, ENGINE_REMOVED, f"engine {offer.engine} is removed"
+                )
+            else:
+                result = self._ask(engine, offer)
             if isinstance(result, Tentative):
                 offer._tentative = result
                 self._arm_expiry(offer)
@@ -1073,30 +1132,39 @@ class PolicyRuntime:
 
     def _expire(self, offer: Offer) -> None:
         """The offer's timeout elapsed while it was open: the engine withdraws it."""
+        if self._withdraw(offer, "expired"):
+            self.expiries += 1
+
+    def _withdraw(self, offer: Offer, reason: str) -> bool:
+        """The engine withdraws an offer it made (it expired, or the engine crashed): the
+        request is held again and ``on_aborted`` is told ``reason``. Returns whether it was
+        withdrawn (an offer no longer open, or not yet answered, is left alone)."""
         if offer._state not in ("sent", "open", "committing") or offer._tentative is None:
-            return
+            return False
         request = offer.request
         state = self._state(request)
         self._open.pop(request.id, None)
+        self._disarm(offer)
         offer._state = "expired"
         state.status = "held"
         state.engine = None
-        placement = Placement(request.id, offer.engine, "aborted", "expired", simclock.now_ns())
+        placement = Placement(request.id, offer.engine, "aborted", reason, simclock.now_ns())
         offer._placement = placement
         try:
-            self.engines[offer.engine].abort(offer._tentative, "expired")
+            self._member(offer.engine).abort(offer._tentative, reason)
         except Exception as error:
+            what = "expiry" if reason == "expired" else "withdrawal"
             failure = PlacementError(
-                f"expiry of the offer of request {request.id!r} on engine {offer.engine} "
+                f"{what} of the offer of request {request.id!r} on engine {offer.engine} "
                 f"failed: {type(error).__name__}: {error}"
             )
             failure.__cause__ = error
             self._poison(failure)
-            return
-        self.expiries += 1
+            return False
         hook = _hook(self.policy, "on_aborted")
         if hook is not None:
             self._call_hook("on_aborted", hook, placement)
+        return True
 
     def _commit(self, offer: Offer) -> Placement:
         self.check_alive()

@@ -31,6 +31,7 @@ from ._cluster import ClusterState as ClusterState
 from ._cluster import ElasticRuntime as ElasticRuntime
 from ._cluster import EngineInterval as EngineInterval
 from ._cluster import EngineSpec as EngineSpec
+from ._cluster import FailingRuntime as FailingRuntime
 from ._compare import CompareRow as CompareRow
 from ._compare import Comparison as Comparison
 from ._compare import compare as compare
@@ -43,8 +44,21 @@ from ._exceptions import WorkloadValidationError as WorkloadValidationError
 from ._executors import Executor as Executor
 from ._executors import LocalExecutor as LocalExecutor
 from ._executors import RayExecutor as RayExecutor
+from ._explore import INVARIANTS as INVARIANTS
+from ._explore import Assertion as Assertion
+from ._explore import ExploreError as ExploreError
+from ._explore import ExploreResult as ExploreResult
+from ._explore import ExploreRun as ExploreRun
+from ._explore import Violation as Violation
+from ._explore import explore as explore
 from ._export import EXPORT_FILES as EXPORT_FILES
 from ._export import EXPORTS as EXPORTS
+from ._faults import ON_CRASH as ON_CRASH
+from ._faults import EngineCrash as EngineCrash
+from ._faults import EngineDrain as EngineDrain
+from ._faults import FaultError as FaultError
+from ._faults import Faults as Faults
+from ._faults import OnCrash as OnCrash
 from ._inspect import format_workload_stats as format_workload_stats
 from ._inspect import inspect_trace as inspect_trace
 from ._inspect import workload_stats_json as workload_stats_json
@@ -87,6 +101,7 @@ from ._progress import format_virtual_time as format_virtual_time
 from ._progress import make_progress as make_progress
 from ._records import TERMINAL_STATUSES as TERMINAL_STATUSES
 from ._records import AdmissionRecord as AdmissionRecord
+from ._records import FaultHit as FaultHit
 from ._records import Handoff as Handoff
 from ._records import RequestRecord as RequestRecord
 from ._records import TerminalStatus as TerminalStatus
@@ -146,6 +161,8 @@ __all__ = (
     "EXPORT_FILES",
     "HPA",
     "HPA_METRICS",
+    "INVARIANTS",
+    "ON_CRASH",
     "OUTPUT_FILES",
     "PERCENTILES",
     "PLACEMENT_ORDERS",
@@ -158,6 +175,7 @@ __all__ = (
     "TRANSFER_MODES",
     "AdmissionRecord",
     "Aggregated",
+    "Assertion",
     "Autoscaler",
     "AutoscalerContext",
     "AutoscalerError",
@@ -176,6 +194,8 @@ __all__ = (
     "ElasticRuntime",
     "EngineCount",
     "EngineCounters",
+    "EngineCrash",
+    "EngineDrain",
     "EngineInterval",
     "EngineMetrics",
     "EngineSeries",
@@ -185,11 +205,19 @@ __all__ = (
     "EngineUsage",
     "EventCounter",
     "Executor",
+    "ExploreError",
+    "ExploreResult",
+    "ExploreRun",
+    "FailingRuntime",
+    "FaultError",
+    "FaultHit",
+    "Faults",
     "Goodput",
     "Handoff",
     "KVLink",
     "LifecycleEvidence",
     "LocalExecutor",
+    "OnCrash",
     "OutputError",
     "PDConfigError",
     "PDPhases",
@@ -238,10 +266,12 @@ __all__ = (
     "TokenTimesMs",
     "Topology",
     "TransferMode",
+    "Violation",
     "WorkloadValidationError",
     "compare",
     "config_json",
     "describe_event",
+    "explore",
     "finalize",
     "format_ns",
     "format_table",

@@ -42,6 +42,7 @@ from ._cli_debug import (
     run_observed,
     write_timeline,
 )
+from ._cli_explore import add_explore_parser
 from ._cli_plot import (
     add_compare_parser,
     add_plot_parser,
@@ -231,6 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_plot_parser(cast("argparse._SubParsersAction[argparse.ArgumentParser]", commands))
     add_compare_parser(cast("argparse._SubParsersAction[argparse.ArgumentParser]", commands))
     add_sweep_parser(cast("argparse._SubParsersAction[argparse.ArgumentParser]", commands))
+    add_explore_parser(cast("argparse._SubParsersAction[argparse.ArgumentParser]", commands))
     return parser
 
 

@@ -22,7 +22,10 @@ that only the cluster sees)::
 4. :meth:`Cluster.remove` at ``t``: an idle engine (nothing placed on it, no open offer) is
    removed at ``t``; a busy one is drained (if it is not already) and removed at the instant
    it becomes idle (hook ``on_engine_removed``). Its coroutine then ends.
-5. Changes are made on the run's loop, from a coroutine or callback of the run (a
+5. :meth:`Cluster.fail` at ``t``: the engine crashes: it is removed at ``t`` whatever it
+   had, which is lost (its requests go back to the policy or fail, as the caller says; see
+   :mod:`replay._faults`).
+6. Changes are made on the run's loop, from a coroutine or callback of the run (a
    ``cluster_tasks`` coroutine, the ``cluster_events`` schedule); they take effect at once,
    at the current instant, in the order they are made.
 """
@@ -38,7 +41,7 @@ import attrs
 
 import simclock
 from engines import Engine, EngineConfig, TimingModel
-from policies import InactivePlacement
+from policies import EngineFailure, InactivePlacement
 
 from ._exceptions import ReplayError
 
@@ -53,6 +56,7 @@ __all__ = (
     "ElasticRuntime",
     "EngineInterval",
     "EngineSpec",
+    "FailingRuntime",
     "check_events",
 )
 
@@ -214,6 +218,18 @@ class ElasticRuntime(Protocol):
         ...
 
 
+@runtime_checkable
+class FailingRuntime(Protocol):
+    """What a cluster needs of a run's runtime to crash its engines
+    (:class:`policies.PolicyRuntime` has it)."""
+
+    def fail_engine(
+        self, engine: int, request_ids: Sequence[str], *, requeue: bool
+    ) -> EngineFailure:
+        """Engine ``engine`` crashed with ``request_ids``: requeue them or fail them."""
+        ...
+
+
 class _Joinable(Protocol):
     def engine_spec(
         self, *, pool: str | None = None, spec: EngineSpec | None = None
@@ -233,6 +249,7 @@ class EngineInterval:
         removed_ns: when it left, or None if it stayed to the end.
         ready_ns: when it started accepting placements: ``joined_ns`` plus the cold start;
             None while starting, or if it left during its cold start.
+        failed: whether it left by crashing (:meth:`Cluster.fail`).
     """
 
     engine: int
@@ -242,6 +259,7 @@ class EngineInterval:
     drained_ns: int | None = None
     removed_ns: int | None = None
     ready_ns: int | None = attrs.field(default=None, kw_only=True)
+    failed: bool = attrs.field(default=False, kw_only=True)
 
     def states(self) -> tuple[tuple[int, ClusterState], ...]:
         """Its state changes as ``(instant_ns, state from then)``, in time order."""
@@ -269,6 +287,7 @@ class _Member:
     remove_when_idle: bool = False
     ready_ns: int | None = None
     cold_start: asyncio.Future[None] | None = None
+    failed: bool = False
 
     def interval(self) -> EngineInterval:
         return EngineInterval(
@@ -279,6 +298,7 @@ class _Member:
             self.drained_ns,
             self.removed_ns,
             ready_ns=self.ready_ns,
+            failed=self.failed,
         )
 
 
@@ -463,6 +483,44 @@ class Cluster:
             self._drain(member, now)
         if member.engine.idle:
             self._remove(member, now)
+
+    def fail(self, engine: int, *, requeue: bool = True) -> EngineFailure:
+        """Crash engine ``engine`` now: it is removed at once, and what it had (waiting,
+        running, held and reserved requests, their KV, its cache) is lost. Its requests go
+        back to the policy (``requeue``) or fail (reason ``"engine_crashed"``); open offers
+        on it are withdrawn. Its id is never reused; a restart is an :meth:`add_engine`.
+
+        Returns:
+            What the policy is told (``on_engine_failed``).
+
+        Raises:
+            ClusterError: called off the run's loop, no such engine, it was removed, or the
+                runtime cannot crash engines.
+        """
+        now = self._now("fail")
+        member = self._member(engine)
+        if member.state == "removed":
+            raise ClusterError(f"engine {engine} was removed; it cannot crash")
+        runtime = self._runtime
+        if not isinstance(runtime, FailingRuntime):
+            raise ClusterError(
+                f"the run's runtime {type(runtime).__name__} cannot crash engines "
+                "(it has no fail_engine)"
+            )
+        self.changed = True
+        if member.state == "starting":
+            # it never joined the runtime: nothing was placed on it
+            self._remove_starting(member, now)
+            member.failed = True
+            return EngineFailure(now, engine, (), requeue)
+        member.state = "removed"
+        member.failed = True
+        member.removed_ns = now
+        crashed = member.engine
+        crashed.on_idle = None
+        self.live = tuple(e for e in self.live if e is not crashed)
+        dropped = crashed.crash()
+        return runtime.fail_engine(engine, dropped, requeue=requeue)
 
     # -- internals ----------------------------------------------------------------------
 

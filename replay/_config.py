@@ -26,6 +26,9 @@ A configuration is a flat table (TOML or JSON) whose keys are the command-line o
     block_size = 512                     # reader options: block_size, source, nested_basis,
                                          # subagent_join, pacing, failures
     synthetic = "count=1000 arrivals=poisson(5)"   # or a table; instead of a trace
+    [faults]                             # crashes, drains, stale views (replay.Faults)
+    on_crash = "requeue"
+    crashes = [{at_s = 1.5, engine = 0, restart_s = 2}]
 
 Command-line flags override the file, key by key. :func:`resolve_config` validates everything and
 returns a :class:`ReplayConfig`; :meth:`ReplayConfig.build_policy` and
@@ -62,6 +65,7 @@ from ._exceptions import ConfigError
 from ._factories import POLICY_OPTION_CLASSES
 from ._factories import call_factory as _call
 from ._factories import check_option_types as _check_option_types
+from ._faults import Faults
 from ._limits import (
     MAX_COUNT,
     MAX_RATE,
@@ -195,6 +199,7 @@ class ReplayConfig:
             a class of one's own); None for none. Echoed when set.
         cold_start_s: how long an engine added during the run loads before it serves;
             echoed when not 0.
+        faults: the ``[faults]`` table (:class:`replay.Faults`), None for none.
     """
 
     trace: str | None = None
@@ -221,6 +226,7 @@ class ReplayConfig:
     export: tuple[str, ...] = ()
     autoscaler: ComponentSpec | None = None
     cold_start_s: float = 0.0
+    faults: Faults | None = None
     origins: Mapping[str, str] = attrs.field(factory=dict, eq=False, repr=False)
 
     def origin(self, key: str) -> str:
@@ -432,6 +438,8 @@ class ReplayConfig:
             out["cold_start_s"] = self.cold_start_s
         if self.workload:
             out["workload"] = dict(self.workload)
+        if self.faults is not None:
+            out["faults"] = self.faults.as_dict()
         return out
 
 

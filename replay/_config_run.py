@@ -21,6 +21,7 @@ from policies import Policy
 
 from ._cli_datasets import resolve_trace
 from ._config import ConfigError, ReplayConfig, reader_option_check
+from ._faults import fault_plan
 from ._limits import check_schedule
 from ._pd_options import pd_from_config
 from ._runner import SEED_STREAMS
@@ -79,7 +80,7 @@ class ConfiguredRun:
         policy: the placement policy (for prefill/decode, the pools' policy).
         load: the load mode, with the default lanes of a workload of plays.
         options: the other run options (seed, SLO, the configuration echo, stepping,
-            dispatch latency, the autoscaler and the cold start when set).
+            dispatch latency, the autoscaler, the cold start and the faults when set).
     """
 
     topology: Topology
@@ -142,4 +143,13 @@ def configured_run(config: ReplayConfig, workload: Workload) -> ConfiguredRun:
         options["autoscaler"] = autoscaler
     if config.cold_start_s:
         options["cold_start_s"] = config.cold_start_s
+    if config.faults is not None:
+        # checked against the topology's engines now, naming the file
+        initial = (
+            config.prefill_workers + config.decode_workers
+            if config.topology == "pd"
+            else config.workers
+        )
+        fault_plan(config.faults, initial, where=config.origin("faults"))
+        options["faults"] = config.faults
     return ConfiguredRun(topology=topology, policy=policy, load=load, options=options)

@@ -26,6 +26,7 @@ __all__ = (
     "TERMINAL_STATUSES",
     "TOKEN_TIMES_MODES",
     "AdmissionRecord",
+    "FaultHit",
     "Handoff",
     "RequestRecord",
     "TerminalStatus",
@@ -85,6 +86,22 @@ class Handoff:
 
 
 @attrs.frozen
+class FaultHit:
+    """A fault that took a request off an engine and gave it back to the policy, which
+    placed it again (its record's other fields describe that last placement).
+
+    Attributes:
+        at_ms: the instant of the fault.
+        engine: the engine it was on.
+        reason: what happened (``"engine_crashed"``).
+    """
+
+    at_ms: float
+    engine: int | None
+    reason: str
+
+
+@attrs.frozen
 class RequestRecord:
     """Everything the report knows about one request; times in virtual milliseconds.
 
@@ -128,6 +145,9 @@ class RequestRecord:
         phase: ``measure``, ``primer`` or ``warmup``.
         lineage: conversation lineage as a JSON object, None when absent.
         handoff: the prefill→decode handoff, None in an aggregated topology.
+        faults: every fault that took it off an engine and gave it back to the policy
+            (:class:`FaultHit`), in order; empty (and left out of ``requests.jsonl``) when
+            none did.
         token_time_runs_ns: the token times as runs of equal spacing
             ``(start_ns, step_ns, count)`` (``--token-times runs``).
     """
@@ -165,6 +185,7 @@ class RequestRecord:
     phase: str = "measure"
     lineage: Mapping[str, object] | None = None
     handoff: Handoff | None = None
+    faults: tuple[FaultHit, ...] = ()
     token_time_runs_ns: tuple[tuple[int, int, int], ...] = attrs.field(default=(), repr=False)
 
 
@@ -394,10 +415,18 @@ def _build(
         ),
         token_times_ms=times_ms,
         handoff=handoff_of(trace),
+        faults=_fault_hits(getattr(trace, "faults", None)),
         token_time_runs_ns=tuple(runs),
         **identity,  # type: ignore[arg-type]
     )
     return Settled(record, arrival_ns, completion_ns, tokenization, routing)
+
+
+def _fault_hits(faults: Sequence[tuple[int, int | None, str]] | None) -> tuple[FaultHit, ...]:
+    """A trace's faults as records (a trace without the field has none)."""
+    if not faults:
+        return ()
+    return tuple([FaultHit(t / _NS_PER_MS, engine, why) for t, engine, why in faults])
 
 
 def _corpus_request(outcome: RequestOutcome, by_id: Mapping[str, Request]) -> Request | None:
@@ -538,15 +567,17 @@ def request_json(
 ) -> dict[str, object]:
     """One line of ``requests.jsonl`` as a dict: every field of the record in order.
 
-    ``lineage`` and ``handoff`` are left out when absent, so records of workloads without
-    lineage or disaggregation carry no empty keys. ``token_times`` chooses how token times
-    are written (:data:`TOKEN_TIMES_MODES`).
+    ``lineage``, ``handoff`` and ``faults`` are left out when absent, so records of
+    workloads without lineage, disaggregation or faults carry no empty keys.
+    ``token_times`` chooses how token times are written (:data:`TOKEN_TIMES_MODES`).
     """
     out: dict[str, object] = {}
     for field in _RECORD_FIELDS:
         name = field.name
         value = getattr(record, name)
         if name in ("lineage", "handoff") and value is None:
+            continue
+        if name == "faults" and not value:
             continue
         if name == "token_time_runs_ns":
             continue

@@ -26,6 +26,7 @@ from simclock import log_context
 from ._autoscale import Autoscaler, autoscaler_name
 from ._cluster import Cluster, ClusterError, ClusterEvent
 from ._exceptions import ReplayFailedError, ReplayInterrupted, WorkloadValidationError
+from ._faults import FaultError, Faults
 from ._logging_events import subscribe_story
 from ._metrics import SLO
 from ._output import RequestLog
@@ -98,6 +99,12 @@ class RunOptions(TypedDict, total=False):
         cold_start_s: how long an engine added during the run loads before it serves
             (state ``starting``), seconds (default 0: at once); echoed in ``config.json``
             as ``cluster.cold_start_s`` when not 0.
+        faults: engine crashes and drains at instants, and stale engine views and KV events
+            (:class:`replay.Faults`); echoed in ``config.json`` as ``faults``.
+        schedule_seed: run the callbacks ready at one virtual instant in an order permuted
+            by this seed (the clock's seeded mode, :class:`simclock.VirtualEventLoop`)
+            instead of first in first out; echoed in ``config.json``. None (the default):
+            first in first out. ``replay.explore`` varies it.
     """
 
     topology: Required[Topology]
@@ -117,6 +124,8 @@ class RunOptions(TypedDict, total=False):
     cluster_tasks: Sequence[ClusterTask]
     autoscaler: Autoscaler | None
     cold_start_s: float
+    faults: Faults | None
+    schedule_seed: int | None
 
 
 _RUN_OPTIONS = frozenset(RunOptions.__annotations__)
@@ -172,7 +181,9 @@ class Run:
     _wall_s: float = attrs.field(default=0.0, init=False)
 
     def __attrs_post_init__(self) -> None:
-        loop = simclock.new_event_loop(report_interrupts=False)
+        loop = simclock.new_event_loop(
+            report_interrupts=False, seed=self.parts.schedule_seed
+        )
         try:
             self.parts.build()
             subscribe_story(self.parts.journal)  # debug logs only: decided once, here
@@ -550,9 +561,9 @@ def _jsonable(value: object) -> object:
     return repr(value)
 
 
-def _check_seed(seed: object) -> int:
+def _check_seed(seed: object, name: str = "seed") -> int:
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-        raise WorkloadValidationError(f"seed: must be an int >= 0, got {seed!r}")
+        raise WorkloadValidationError(f"{name}: must be an int >= 0, got {seed!r}")
     return seed
 
 
@@ -627,6 +638,19 @@ def setup(
     cluster_tasks = tuple(options.get("cluster_tasks", ()))
     autoscaler = _check_autoscaler(options.get("autoscaler"))
     cold_start_s = _check_cold_start(options.get("cold_start_s", 0.0))
+    faults = options.get("faults")
+    if faults is not None and not isinstance(faults, Faults):
+        raise FaultError(f"faults: must be a replay.Faults, got {faults!r}")
+    if faults is not None and faults.is_empty:
+        faults = None  # no fault at all: exactly the run without the option
+    if faults is not None and faults.staleness is not None:
+        raise FaultError(
+            "faults: view_delay_ms, view_period_ms and kv_event_delay_ms are not supported "
+            "yet (they must be 0)"
+        )
+    schedule_seed = options.get("schedule_seed")
+    if schedule_seed is not None:
+        _check_seed(schedule_seed, "schedule_seed")
     seed = _check_seed(options.get("seed", 0))
     if stepping not in STEPPINGS:
         raise WorkloadValidationError(
@@ -675,6 +699,8 @@ def setup(
         cluster_tasks=cluster_tasks,
         autoscaler=autoscaler,
         cold_start_ns=round(cold_start_s * 1_000_000_000),
+        faults=faults,
+        schedule_seed=schedule_seed,
     )
     echo: dict[str, Any] = {
         "seed": seed,
@@ -696,6 +722,10 @@ def setup(
         echo.setdefault("cluster", {})["autoscaler"] = autoscaler_name(autoscaler)
     if cold_start_s:
         echo.setdefault("cluster", {})["cold_start_s"] = cold_start_s
+    if faults is not None:
+        echo["faults"] = faults.as_dict()
+    if schedule_seed is not None:
+        echo["schedule_seed"] = schedule_seed
     if config:
         echo["config"] = dict(config)
     return replay, echo

@@ -20,6 +20,7 @@ from simclock import InternalError
 
 from ._exceptions import ConfigError
 from ._export import EXPORTS
+from ._faults import FaultError, Faults
 from ._flags import (
     format_name,
     non_negative_float,
@@ -441,6 +442,14 @@ def _engine_table(value: object, where: str) -> dict[str, Any]:
     return dict(value)
 
 
+def _faults_table(value: object, where: str) -> Faults | None:
+    try:
+        faults = Faults.from_mapping(value, where=where)
+    except FaultError as exc:
+        raise ConfigError(str(exc)) from None
+    return None if faults.is_empty else faults
+
+
 def _workload_table(value: object, where: str) -> Any:
     raise InternalError("the workload table is resolved on its own")  # pragma: no cover
 
@@ -624,6 +633,7 @@ RUN_KEYS: tuple[RunKey, ...] = (
             "(default 0: at once)",
         },
     ),
+    RunKey("faults", _faults_table),
 )
 """Every top-level key of a run's configuration, in the order errors list them; a key with a
 flag is also a ``simclock replay`` option (the command line adds them in this order)."""

@@ -38,6 +38,7 @@ from policies import Policy, PolicyRuntime
 from ._autoscale import Autoscaler, autoscaler_task
 from ._cluster import Cluster, ClusterEvent, EngineSpec, check_events
 from ._exceptions import WorkloadValidationError
+from ._faults import Faults, FaultStep, fault_plan, run_faults
 from ._metrics import SLO
 from ._prepare import PreparedWorkload
 from ._records import build_record
@@ -166,6 +167,8 @@ class RunParts:
     cluster_tasks: Sequence[ClusterTask] = attrs.field(default=(), kw_only=True)
     autoscaler: Autoscaler | None = attrs.field(default=None, kw_only=True)
     cold_start_ns: int = attrs.field(default=0, kw_only=True)
+    faults: Faults | None = attrs.field(default=None, kw_only=True)
+    schedule_seed: int | None = attrs.field(default=None, kw_only=True)
     journal: RunJournal = attrs.field(init=False)
     cluster: Cluster = attrs.field(init=False)
     runtime: Runtime = attrs.field(init=False)
@@ -189,6 +192,7 @@ class RunParts:
     _clock_watch: Callable[[int], None] | None = attrs.field(default=None, init=False)
     _progress_ns: int = attrs.field(default=0, init=False)
     _to_settle: list[str] = attrs.field(factory=list, init=False)
+    _fault_plan: tuple[FaultStep, ...] = attrs.field(default=(), init=False)
 
     def __attrs_post_init__(self) -> None:
         self._terminal_at = bytearray(len(self.prepared.requests))
@@ -207,6 +211,8 @@ class RunParts:
         for engine in engines:
             engine.macro_stepping = self.stepping == "macro"
         self.cluster_events = check_events(self.cluster_events, len(engines))
+        if self.faults is not None:
+            self._fault_plan = fault_plan(self.faults, len(engines), self.cluster_events)
 
         def build_engine(engine_id: int, spec: EngineSpec) -> Engine:
             engine = Engine(engine_id, spec.config, spec.timing, keyer=keyer, journal=self.journal)
@@ -296,6 +302,8 @@ class RunParts:
                 self.autoscaler, runtime=self.runtime, journal=self.journal, slo=self.slo
             )
             tasks.append(("cluster:autoscaler", scale))
+        if self._fault_plan:
+            tasks.insert(0, ("faults", self._faults))
         for name, task_fn in tasks:
             side = loop.create_task(_awaited(task_fn(self.cluster)), name=name)
             side.add_done_callback(self._cluster_task_done)
@@ -323,6 +331,11 @@ class RunParts:
                 cluster.drain(event.engine)
             elif event.engine is not None:
                 cluster.remove(event.engine)
+
+    async def _faults(self, cluster: Cluster) -> None:
+        """Apply the declared faults, each at its instant."""
+        requeue = self.faults is None or self.faults.on_crash == "requeue"
+        await run_faults(cluster, self._fault_plan, requeue=requeue)
 
     def _cluster_task_done(self, task: asyncio.Task[Any]) -> None:
         if task.cancelled():

@@ -39,6 +39,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "_cluster",
         "_autoscale",
         "_autoscalers",
+        "_faults",
         "_topology",
         "_prepare",
         "_watch",
@@ -47,6 +48,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "_pd",
         "_logging_events",
         "_run",
+        "_explore",
     ),
     "debugging": (
         "_session_state",
@@ -76,6 +78,7 @@ LAYERS: dict[str, tuple[str, ...]] = {
         "_executors",
         "_sweep",
         "_cli_sweep",
+        "_cli_explore",
         "_cli",
         "config",
     ),
