@@ -862,13 +862,19 @@ class PolicyRuntime:
         self._cluster_hook("on_engine_removed", handle)
 
     def fail_engine(
-        self, engine: int, request_ids: Sequence[str], *, requeue: bool
+        self,
+        engine: int,
+        request_ids: Sequence[str],
+        *,
+        requeue: bool,
+        lost: Sequence[str] = (),
     ) -> EngineFailure:
         """Engine ``engine`` crashed and dropped ``request_ids`` (:meth:`engines.Engine.crash`):
         it is removed (``on_engine_removed``), its open offers are withdrawn (``on_aborted``,
         reason ``"engine_crashed"``), and each request it had goes back to the request stream
         (``requeue``; recorded ``REQUEUED``) or fails (``FAILED``, reason
-        ``"engine_crashed"``); then ``on_engine_failed`` is called.
+        ``"engine_crashed"``); then ``on_engine_failed`` is called. ``lost``: requests it
+        had that another runtime gives back (listed in the event after ``request_ids``).
 
         Raises:
             PlacementError: no such engine, or it was removed already.
@@ -890,7 +896,7 @@ class PolicyRuntime:
                 )
             self.give_back(request_id, engine, requeue=requeue, reason=ENGINE_CRASHED)
         event = EngineFailure(
-            simclock.now_ns(), engine, tuple(request_ids), requeue, tuple(withdrawn)
+            simclock.now_ns(), engine, (*request_ids, *lost), requeue, tuple(withdrawn)
         )
         self._cluster_hook("on_engine_removed", handle)
         hook = _hook(self.policy, "on_engine_failed")

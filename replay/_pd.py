@@ -525,7 +525,7 @@ class PDRuntime:
         ]
         if pool is self.prefill:
             return self.prefill.fail_engine(engine, dropped, requeue=requeue)
-        event = self.decode.fail_engine(engine, (), requeue=requeue)
+        event = self.decode.fail_engine(engine, (), requeue=requeue, lost=dropped)
         if self.order == "destination_first":
             # prefill offers paired with an offer of the crashed engine are withdrawn too
             paired = sorted(
@@ -539,7 +539,7 @@ class PDRuntime:
                 self.prefill.withdraw(rid, ENGINE_CRASHED)
         for rid in dropped:
             self._give_back(rid, engine, requeue, ENGINE_CRASHED)
-        return attrs.evolve(event, requests=tuple(dropped))
+        return event
 
     def set_transfer_failures(
         self,
