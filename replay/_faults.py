@@ -15,7 +15,12 @@ the run (``faults``), through :class:`replay.Cluster`:
 3. Same-instant steps run in the order: crashes, restarts, drains, each as declared. A step
    on an engine already removed does nothing (an explored schedule may move a crash after
    the engine's removal).
-4. ``view_delay_ms``, ``view_period_ms``, ``kv_event_delay_ms``: what the policy sees of the
+4. ``transfer_failures``, ``transfer_failure_p`` (prefill/decode topologies): KV transfers
+   fail at instants, or each with a seeded probability
+   (:meth:`replay.PDRuntime.set_transfer_failures`);
+   the request goes back to prefill or fails, as ``on_transfer_failure`` (default: as
+   ``on_crash``) says.
+5. ``view_delay_ms``, ``view_period_ms``, ``kv_event_delay_ms``: what the policy sees of the
    engines lags (see :class:`policies.Staleness`). All zero (the default) changes nothing.
 
 A run without faults is exactly the run it was before faults existed, byte for byte.
