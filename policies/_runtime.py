@@ -862,13 +862,19 @@ class PolicyRuntime:
         self._cluster_hook("on_engine_removed", handle)
 
     def fail_engine(
-        self, engine: int, request_ids: Sequence[str], *, requeue: bool
+        self,
+        engine: int,
+        request_ids: Sequence[str],
+        *,
+        requeue: bool,
+        lost: Sequence[str] = (),
     ) -> EngineFailure:
         """Engine ``engine`` crashed and dropped ``request_ids`` (:meth:`engines.Engine.crash`):
         it is removed (``on_engine_removed``), its open offers are withdrawn (``on_aborted``,
         reason ``"engine_crashed"``), and each request it had goes back to the request stream
         (``requeue``; recorded ``REQUEUED``) or fails (``FAILED``, reason
-        ``"engine_crashed"``); then ``on_engine_failed`` is called.
+        ``"engine_crashed"``); then ``on_engine_failed`` is called. ``lost``: requests it
+        had that another runtime gives back (listed in the event after ``request_ids``).
 
         Raises:
             PlacementError: no such engine, or it was removed already.
@@ -888,23 +894,62 @@ class PolicyRuntime:
                     f"engine {engine} crashed with request {request_id!r}, which this runtime "
                     f"did not commit to it ({None if state is None else state.status})"
                 )
-            if requeue:
-                state.status = "held"
-                state.engine = None
-                state.last_rejection = None
-                self._unsettled += 1
-                self._record(EventKind.REQUEUED, request_id, engine, (("reason", ENGINE_CRASHED),))
-                self.stream._put(state.request)
-            else:
-                self._record(EventKind.FAILED, request_id, engine, (("reason", ENGINE_CRASHED),))
+            self.give_back(request_id, engine, requeue=requeue, reason=ENGINE_CRASHED)
         event = EngineFailure(
-            simclock.now_ns(), engine, tuple(request_ids), requeue, tuple(withdrawn)
+            simclock.now_ns(), engine, (*request_ids, *lost), requeue, tuple(withdrawn)
         )
         self._cluster_hook("on_engine_removed", handle)
         hook = _hook(self.policy, "on_engine_failed")
         if hook is not None:
             self._call_hook("on_engine_failed", hook, event)
         return event
+
+    def give_back(
+        self, request_id: str, engine: int | None, *, requeue: bool, reason: str
+    ) -> None:
+        """A committed request lost its engine ``engine`` (and its KV): it goes back to the
+        request stream (``requeue``; recorded ``REQUEUED``) or fails (``FAILED``), with
+        ``reason``.
+
+        Raises:
+            simclock.InternalError: this runtime did not commit the request.
+        """
+        state = self._requests.get(request_id)
+        if state is None or state.status != "committed":
+            raise simclock.InternalError(
+                f"request {request_id!r} cannot be given back: this runtime did not commit it "
+                f"({None if state is None else state.status})"
+            )
+        if requeue:
+            state.status = "held"
+            state.engine = None
+            state.last_rejection = None
+            self._unsettled += 1
+            self._record(EventKind.REQUEUED, request_id, engine, (("reason", reason),))
+            self.stream._put(state.request)
+        else:
+            self._record(EventKind.FAILED, request_id, engine, (("reason", reason),))
+
+    def withdraw(self, request_id: str, reason: str) -> bool:
+        """Withdraw the open offer of ``request_id`` (``on_aborted`` is told ``reason``; the
+        request is held again). Returns whether an open offer was withdrawn."""
+        offer = self._open.get(request_id)
+        return offer is not None and self._withdraw(offer, reason)
+
+    def forget(self, request_id: str) -> None:
+        """A committed request left this runtime (another runtime gives it back): it may be
+        submitted again.
+
+        Raises:
+            simclock.InternalError: this runtime did not commit the request.
+        """
+        state = self._requests.get(request_id)
+        if state is None or state.status != "committed":
+            raise simclock.InternalError(
+                f"request {request_id!r} cannot be forgotten: this runtime did not commit it "
+                f"({None if state is None else state.status})"
+            )
+        del self._requests[request_id]
 
     def _cluster_hook(self, name: str, engine: EngineHandle) -> None:
         hook = _hook(self.policy, name)

@@ -59,6 +59,7 @@ from ._faults import EngineDrain as EngineDrain
 from ._faults import FaultError as FaultError
 from ._faults import Faults as Faults
 from ._faults import OnCrash as OnCrash
+from ._faults import TransferFailure as TransferFailure
 from ._inspect import format_workload_stats as format_workload_stats
 from ._inspect import inspect_trace as inspect_trace
 from ._inspect import workload_stats_json as workload_stats_json
@@ -74,6 +75,7 @@ from ._output import format_table as format_table
 from ._output import request_json as request_json
 from ._output import summary_json as summary_json
 from ._output import write_outputs as write_outputs
+from ._pd import TRANSFER_FAILED as TRANSFER_FAILED
 from ._pd import PDRuntime as PDRuntime
 from ._pd_figure import handoff_timeline_svg as handoff_timeline_svg
 from ._pd_metrics import PDPhases as PDPhases
@@ -172,6 +174,7 @@ __all__ = (
     "SERIES_FILE",
     "SLO",
     "TERMINAL_STATUSES",
+    "TRANSFER_FAILED",
     "TRANSFER_MODES",
     "AdmissionRecord",
     "Aggregated",
@@ -265,6 +268,7 @@ __all__ = (
     "TimelineRecorder",
     "TokenTimesMs",
     "Topology",
+    "TransferFailure",
     "TransferMode",
     "Violation",
     "WorkloadValidationError",

@@ -15,7 +15,12 @@ the run (``faults``), through :class:`replay.Cluster`:
 3. Same-instant steps run in the order: crashes, restarts, drains, each as declared. A step
    on an engine already removed does nothing (an explored schedule may move a crash after
    the engine's removal).
-4. ``view_delay_ms``, ``view_period_ms``, ``kv_event_delay_ms``: what the policy sees of the
+4. ``transfer_failures``, ``transfer_failure_p`` (prefill/decode topologies): KV transfers
+   fail at instants, or each with a seeded probability
+   (:meth:`replay.PDRuntime.set_transfer_failures`);
+   the request goes back to prefill or fails, as ``on_transfer_failure`` (default: as
+   ``on_crash``) says.
+5. ``view_delay_ms``, ``view_period_ms``, ``kv_event_delay_ms``: what the policy sees of the
    engines lags (see :class:`policies.Staleness`). All zero (the default) changes nothing.
 
 A run without faults is exactly the run it was before faults existed, byte for byte.
@@ -44,6 +49,7 @@ __all__ = (
     "FaultStep",
     "Faults",
     "OnCrash",
+    "TransferFailure",
     "fault_plan",
     "run_faults",
 )
@@ -133,15 +139,40 @@ class EngineDrain:
         return {"at_s": self.at_s, "engine": self.engine}
 
 
+@attrs.frozen(kw_only=True)
+class TransferFailure:
+    """A P/D KV-transfer failure at an instant: every transfer in progress then fails.
+
+    Attributes:
+        at_s: the virtual instant, seconds.
+    """
+
+    at_s: float = attrs.field(validator=_check_at)
+
+    def as_dict(self) -> dict[str, object]:
+        """The failure as JSON values."""
+        return {"at_s": self.at_s}
+
+
+_STEP_KINDS: dict[str, type[EngineCrash | EngineDrain | TransferFailure]] = {
+    "crashes": EngineCrash,
+    "drains": EngineDrain,
+    "transfer_failures": TransferFailure,
+}
+
+
 def _check_faults(instance: Faults, attribute: attrs.Attribute[Any], value: object) -> None:
     name = attribute.name
-    if name == "on_crash":
-        if value not in ON_CRASH:
+    if name in ("on_crash", "on_transfer_failure"):
+        if value not in ON_CRASH and not (name == "on_transfer_failure" and value is None):
             raise FaultError(
-                f"on_crash: must be one of {', '.join(map(repr, ON_CRASH))}, got {value!r}"
+                f"{name}: must be one of {', '.join(map(repr, ON_CRASH))}, got {value!r}"
             )
-    elif name in ("crashes", "drains"):
-        kind = EngineCrash if name == "crashes" else EngineDrain
+    elif name == "transfer_failure_p":
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 1:
+            raise FaultError(f"{name}: must be a number in [0, 1], got {value!r}")
+    elif name in _STEP_KINDS:
+        kind = _STEP_KINDS[name]
         if not isinstance(value, tuple):
             raise FaultError(f"{name}: must be a tuple of {kind.__name__}, got {value!r}")
         for i, item in enumerate(value):
@@ -164,6 +195,12 @@ class Faults:
         drains: engine drains (:class:`EngineDrain`).
         on_crash: ``"requeue"`` (a crashed engine's requests go back to the policy) or
             ``"fail"`` (they end ``failed``, reason ``engine_crashed``).
+        transfer_failures: P/D KV-transfer failures at instants (:class:`TransferFailure`).
+        transfer_failure_p: each P/D KV transfer fails at its end with this probability
+            (a child random stream of the run seed).
+        on_transfer_failure: what becomes of a failed transfer's request: ``"requeue"``
+            (back to the prefill policy) or ``"fail"`` (reason ``transfer_failed``); None:
+            as ``on_crash``.
         view_delay_ms: engine views show each engine as it was this long ago.
         view_period_ms: engine views refresh on this period (they show the engine as it was
             at the last multiple of it).
@@ -181,6 +218,11 @@ class Faults:
         default=(), converter=_tuple, validator=_check_faults
     )
     on_crash: OnCrash = attrs.field(default="requeue", validator=_check_faults)
+    transfer_failures: tuple[TransferFailure, ...] = attrs.field(
+        default=(), converter=_tuple, validator=_check_faults
+    )
+    transfer_failure_p: float = attrs.field(default=0.0, validator=_check_faults)
+    on_transfer_failure: OnCrash | None = attrs.field(default=None, validator=_check_faults)
     view_delay_ms: float = attrs.field(default=0.0, validator=_check_faults)
     view_period_ms: float = attrs.field(default=0.0, validator=_check_faults)
     kv_event_delay_ms: float = attrs.field(default=0.0, validator=_check_faults)
@@ -199,7 +241,22 @@ class Faults:
     @property
     def is_empty(self) -> bool:
         """Whether the run is exactly a run without faults."""
-        return not self.crashes and not self.drains and self.staleness is None
+        return (
+            not self.crashes
+            and not self.drains
+            and not self.has_transfer_failures
+            and self.staleness is None
+        )
+
+    @property
+    def has_transfer_failures(self) -> bool:
+        """Whether P/D KV transfers can fail."""
+        return bool(self.transfer_failures) or self.transfer_failure_p > 0
+
+    @property
+    def requeue_transfers(self) -> bool:
+        """Whether a failed transfer's request goes back to the prefill policy."""
+        return (self.on_transfer_failure or self.on_crash) == "requeue"
 
     def as_dict(self) -> dict[str, object]:
         """The faults as JSON values (what ``config.json`` echoes; :meth:`from_mapping` reads
@@ -210,6 +267,12 @@ class Faults:
             out["on_crash"] = self.on_crash
         if self.drains:
             out["drains"] = [drain.as_dict() for drain in self.drains]
+        if self.transfer_failures:
+            out["transfer_failures"] = [f.as_dict() for f in self.transfer_failures]
+        if self.transfer_failure_p:
+            out["transfer_failure_p"] = self.transfer_failure_p
+        if self.has_transfer_failures:
+            out["on_transfer_failure"] = self.on_transfer_failure or self.on_crash
         for name in ("view_delay_ms", "view_period_ms", "kv_event_delay_ms"):
             value = getattr(self, name)
             if value:
@@ -235,15 +298,23 @@ class Faults:
         for key, value in table.items():
             if key not in known:
                 raise FaultError(f"{where}.{key}: unknown key; known: {', '.join(known)}")
-            if key in ("crashes", "drains"):
+            if key in _STEP_KINDS:
                 values[key] = _steps(key, value, f"{where}.{key}")
-            elif key == "on_crash":
+            elif key in ("on_crash", "on_transfer_failure"):
                 if value not in ON_CRASH:
                     raise FaultError(
-                        f"{where}.on_crash: must be one of {', '.join(map(repr, ON_CRASH))}, "
+                        f"{where}.{key}: must be one of {', '.join(map(repr, ON_CRASH))}, "
                         f"got {value!r}"
                     )
                 values[key] = value
+            elif key == "transfer_failure_p":
+                if (
+                    isinstance(value, bool)
+                    or not isinstance(value, int | float)
+                    or not 0 <= value <= 1
+                ):
+                    raise FaultError(f"{where}.{key}: must be a number in [0, 1], got {value!r}")
+                values[key] = float(value)
             else:
                 values[key] = _number(value, f"{where}.{key}")
         return cls(**values)
@@ -263,6 +334,9 @@ class Faults:
         crashes = tuple(attrs.evolve(c, at_s=move(c.at_s)) for c in self.crashes)
         drains = tuple(attrs.evolve(d, at_s=move(d.at_s)) for d in self.drains)
         varied = attrs.evolve(self, crashes=crashes, drains=drains)
+        if self.transfer_failures:
+            moved = tuple(attrs.evolve(f, at_s=move(f.at_s)) for f in self.transfer_failures)
+            varied = attrs.evolve(varied, transfer_failures=moved)
         if delays_ms:
 
             def draw(value: float) -> float:
@@ -277,12 +351,14 @@ class Faults:
         return varied
 
 
-def _steps(key: str, value: object, where: str) -> tuple[EngineCrash | EngineDrain, ...]:
+def _steps(
+    key: str, value: object, where: str
+) -> tuple[EngineCrash | EngineDrain | TransferFailure, ...]:
     if not isinstance(value, list | tuple):
         raise FaultError(f"{where}: must be a list of tables, got {value!r}")
-    kind = EngineCrash if key == "crashes" else EngineDrain
+    kind = _STEP_KINDS[key]
     known = [f.name for f in attrs.fields(kind)]
-    out: list[EngineCrash | EngineDrain] = []
+    out: list[EngineCrash | EngineDrain | TransferFailure] = []
     for i, item in enumerate(value):
         here = f"{where}[{i}]"
         if not isinstance(item, Mapping):
@@ -290,11 +366,12 @@ def _steps(key: str, value: object, where: str) -> tuple[EngineCrash | EngineDra
         for name in item:
             if name not in known:
                 raise FaultError(f"{here}.{name}: unknown key; known: {', '.join(known)}")
-        for name in ("at_s", "engine"):
+        for name in ("at_s", "engine")[: len(known)]:
             if name not in item:
                 raise FaultError(f"{here}: {name} is required")
         _number(item["at_s"], f"{here}.at_s")
-        _engine_id(item["engine"], f"{here}.engine")
+        if "engine" in known:
+            _engine_id(item["engine"], f"{here}.engine")
         if item.get("restart_s") is not None:
             _number(item["restart_s"], f"{here}.restart_s")
         out.append(kind(**item))

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import attrs
 import numpy as np
@@ -52,6 +52,8 @@ from engines import (
 )
 from loadgen import Request
 from policies import (
+    ENGINE_CRASHED,
+    EngineFailure,
     InactivePlacement,
     PDPolicy,
     PolicyContext,
@@ -63,8 +65,12 @@ from policies import (
 from ._pd_topology import KVLink, PDConfigError, PlacementOrder
 
 __all__ = (
+    "TRANSFER_FAILED",
     "PDRuntime",
 )
+
+TRANSFER_FAILED = "transfer_failed"
+"""The reason of a request whose KV transfer failed (``REQUEUED`` or ``FAILED``)."""
 
 _NS_PER_MS = 1_000_000
 
@@ -120,6 +126,11 @@ class _PairedEngine(_PoolEngine):
 
     owner: PDRuntime | None = None
     _pending: dict[int, Tentative] = attrs.field(factory=dict)
+
+    @property
+    def pending(self) -> dict[int, Tentative]:
+        """The decode offers paired with open offers of this engine, by offer serial."""
+        return self._pending
 
     def _runtime(self) -> PDRuntime:
         if self.owner is None:
@@ -238,6 +249,9 @@ class _Handoff:
     reserved: bool = False
     task: asyncio.Task[None] | None = None
     cancelled: bool = False
+    lost: tuple[int | None, bool, str] | None = None
+    """Its KV was lost while the decode policy held it: (engine, requeue, reason) of the
+    give-back made when the decode policy places it."""
 
 
 class _Inspector:
@@ -296,6 +310,10 @@ class PDRuntime:
     _tasks: list[asyncio.Task[None]] = attrs.field(factory=list, init=False)
     _stopped: bool = attrs.field(default=False, init=False)
     _inspector: PolicyRuntime = attrs.field(init=False)
+    _failures_ns: tuple[int, ...] = attrs.field(default=(), init=False)
+    _failure_p: float = attrs.field(default=0.0, init=False)
+    _failure_rng: np.random.Generator | None = attrs.field(default=None, init=False)
+    _failure_requeue: bool = attrs.field(default=True, init=False)
 
     #: KV transfers are timed work no engine shows (:class:`replay.Runtime`).
     runs_timed_work = True
@@ -387,6 +405,12 @@ class PDRuntime:
         )
         self.prefill.start()
         self.decode.start()
+        if self._failures_ns:
+            task = asyncio.get_running_loop().create_task(
+                self._fail_transfers(), name="pd:transfer_failures"
+            )
+            self._tasks.append(task)
+            task.add_done_callback(self._task_done)
 
     def submit(self, request: Request) -> None:
         """Hand a released request to the prefill side."""
@@ -478,6 +502,127 @@ class PDRuntime:
         """Engine ``engine`` left its pool."""
         self._pool_of(engine).remove_engine(engine)
 
+    def fail_engine(
+        self, engine: int, request_ids: Sequence[str], *, requeue: bool
+    ) -> EngineFailure:
+        """Engine ``engine`` crashed and dropped ``request_ids`` (:meth:`engines.Engine.crash`).
+
+        Every request it had (waiting, running, held for a transfer, reserved, in transfer
+        to or from it) loses its KV: a transfer it was part of is cancelled, and what the
+        other engine of the handoff holds for the request is released. The request goes
+        back to the prefill pool's request stream (``requeue``) or fails (reason
+        ``"engine_crashed"``). A request that finished its prefill on the crashed engine and
+        is still with the decode policy is given back when the decode policy places it (its
+        reservation is then cancelled at once). The crashed engine's pool policy hears
+        ``on_engine_removed`` and ``on_engine_failed``.
+
+        Returns:
+            What the crashed engine's pool policy was told.
+        """
+        pool = self._pool_of(engine)
+        dropped = [
+            rid for rid in request_ids if self._release(rid, engine, requeue, ENGINE_CRASHED)
+        ]
+        if pool is self.prefill:
+            return self.prefill.fail_engine(engine, dropped, requeue=requeue)
+        event = self.decode.fail_engine(engine, (), requeue=requeue, lost=dropped)
+        if self.order == "destination_first":
+            # prefill offers paired with an offer of the crashed engine are withdrawn too
+            paired = sorted(
+                tentative.request.id
+                for index in self.prefill.membership.ids()
+                if isinstance(handle := self.prefill.membership.handle(index), _PairedEngine)
+                for tentative in handle.pending.values()
+                if tentative.engine == engine
+            )
+            for rid in paired:
+                self.prefill.withdraw(rid, ENGINE_CRASHED)
+        for rid in dropped:
+            self._give_back(rid, engine, requeue, ENGINE_CRASHED)
+        return event
+
+    def set_transfer_failures(
+        self,
+        at_ns: Sequence[int],
+        probability: float,
+        rng: np.random.Generator,
+        *,
+        requeue: bool,
+    ) -> None:
+        """Make KV transfers fail: every transfer in progress at each instant of ``at_ns``,
+        and each transfer, at its end, with ``probability`` (drawn from ``rng``, one draw per
+        transfer in the order transfers start, only when ``probability > 0``). A failed
+        transfer's request goes back to the prefill pool's stream (``requeue``) or fails
+        (reason ``"transfer_failed"``); its held prefill blocks and its decode reservation
+        are released. Call before :meth:`start`."""
+        self._failures_ns = tuple(sorted(at_ns))
+        self._failure_p = probability
+        self._failure_rng = rng
+        self._failure_requeue = requeue
+
+    async def _fail_transfers(self) -> None:
+        for at_ns in self._failures_ns:
+            if at_ns > simclock.now_ns():
+                await simclock.sleep_until_ns(at_ns, waiter="pd:transfer_failures")
+            failing = [
+                rid
+                for rid, handoff in self._handoffs.items()
+                if handoff.task is not None and not handoff.task.done()
+            ]
+            for rid in failing:
+                self._fail_transfer(rid)
+
+    def _fail_transfer(self, rid: str) -> None:
+        handoff = self._handoffs[rid]
+        engine = None if handoff.decode is None else handoff.decode.index
+        requeue = self._failure_requeue
+        if self._release(rid, None, requeue, TRANSFER_FAILED):
+            self._give_back(rid, engine, requeue, TRANSFER_FAILED)
+
+    def _release(self, rid: str, crashed: int | None, requeue: bool, reason: str) -> bool:
+        """``rid`` lost its KV (on engine ``crashed``, or in transfer when None): stop its
+        transfer, free what the engines of its handoff still hold for it, and take it off
+        the decode side. Returns whether it can be given back now (else the decode policy
+        holds it, and it is given back when placed)."""
+        handoff = self._handoffs.get(rid)
+        if handoff is None:
+            return True
+        task = handoff.task
+        if task is not None and not task.done() and task is not asyncio.current_task():
+            task.cancel()
+        handoff.task = None
+        handoff.held = handoff.reserved = False
+        for other in (handoff.prefill, handoff.decode):
+            if other is not None and other.index != crashed:
+                other.cancel(rid, record=False)
+        if self._batch:
+            self._batch[:] = [item for item in self._batch if item[2] != rid]
+        status = self.decode.status(rid)
+        if status in ("held", "offered"):
+            handoff.lost = (crashed, requeue, reason)
+            return False
+        del self._handoffs[rid]
+        if status == "committed":
+            self.decode.forget(rid)
+        return True
+
+    def _give_back(self, rid: str, engine: int | None, requeue: bool, reason: str) -> None:
+        """Give ``rid`` back to the prefill side (requeued or failed)."""
+        self.prefill.give_back(rid, engine, requeue=requeue, reason=reason)
+
+    def _give_back_lost(self, handoff: _Handoff) -> None:
+        """The decode policy placed a request whose KV was lost: cancel its reservation and
+        give it back."""
+        if handoff.lost is None:
+            return
+        engine, requeue, reason = handoff.lost
+        rid = handoff.request.id
+        self._handoffs.pop(rid, None)
+        if handoff.decode is not None:
+            handoff.decode.cancel(rid, record=False)
+        self.decode.forget(rid)
+        self._give_back(rid, engine, requeue, reason)
+
     @property
     def inactive_placements(self) -> tuple[InactivePlacement, ...]:
         """Offers refused, and commits made, on engines of either pool not accepting
@@ -522,6 +667,10 @@ class PDRuntime:
     def _decode_committed(self, engine: Engine, tentative: Tentative) -> None:
         handoff = self._handoff(tentative.request)
         handoff.decode = engine
+        if handoff.lost is not None:
+            # its KV was lost while the decode policy held it: undo once the commit is made
+            asyncio.get_running_loop().call_soon(self._give_back_lost, handoff)
+            return
         handoff.reserved = True
         if handoff.prefill_done_ns is not None:
             self._start_transfer(handoff)
@@ -612,6 +761,7 @@ class PDRuntime:
         prefill, decode = handoff.prefill, handoff.decode
         if prefill is None or decode is None or handoff.prefill_done_ns is None:
             raise simclock.InternalError(f"transfer of request {rid!r} started too early")
+        fails = self._failure_p > 0 and self._draw_failure()
         reservation = await decode.reserved(rid)
         start_ns = max(reservation.at_ns, handoff.prefill_done_ns)
         tokens = self.link.transfer_tokens(
@@ -623,11 +773,20 @@ class PDRuntime:
         done_ns = start_ns + round(transfer_ms * _NS_PER_MS)
         if done_ns > simclock.now_ns():
             await simclock.sleep_until_ns(done_ns, waiter=f"pd:transfer:{rid}")
+        if fails:
+            self._fail_transfer(rid)
+            return
         handoff.held = False
         prefill.release_held(rid)
         handoff.reserved = False
         decode.activate(rid, transfer_tokens=tokens, transfer_ms=transfer_ms)
         self.transfers += 1
+
+    def _draw_failure(self) -> bool:
+        rng = self._failure_rng
+        if rng is None:
+            raise simclock.InternalError("transfer failures without a generator")
+        return bool(rng.random() < self._failure_p)
 
     def _task_done(self, task: asyncio.Task[None]) -> None:
         if task in self._tasks:

@@ -38,7 +38,7 @@ from policies import Policy, PolicyRuntime
 from ._autoscale import Autoscaler, autoscaler_task
 from ._cluster import Cluster, ClusterEvent, EngineSpec, check_events
 from ._exceptions import WorkloadValidationError
-from ._faults import Faults, FaultStep, fault_plan, run_faults
+from ._faults import FaultError, Faults, FaultStep, fault_plan, run_faults
 from ._metrics import SLO
 from ._prepare import PreparedWorkload
 from ._records import build_record
@@ -237,6 +237,8 @@ class RunParts:
             rng=policy_rng,
             on_poison=self._on_poison,
         )
+        if self.faults is not None and self.faults.has_transfer_failures:
+            self._transfer_failures(self.faults)
         if self.dispatch_latency_ns:
             # every policy runtime of the run (one, or one per pool) takes the latency
             pools = getattr(self.runtime, "pool_runtimes", None)
@@ -331,6 +333,24 @@ class RunParts:
                 cluster.drain(event.engine)
             elif event.engine is not None:
                 cluster.remove(event.engine)
+
+    def _transfer_failures(self, faults: Faults) -> None:
+        """Make the P/D runtime's KV transfers fail as ``faults`` declares (the draws come
+        from the run seed's child stream after :data:`SEED_STREAMS`)."""
+        set_failures = getattr(self.runtime, "set_transfer_failures", None)
+        if set_failures is None:
+            raise FaultError(
+                "faults: transfer_failures and transfer_failure_p need a disaggregated "
+                "(prefill/decode) topology"
+            )
+        entropy = self.seeds[0].entropy
+        stream = np.random.SeedSequence(entropy, spawn_key=(len(SEED_STREAMS),))
+        set_failures(
+            [round(f.at_s * 1_000_000_000) for f in faults.transfer_failures],
+            faults.transfer_failure_p,
+            np.random.default_rng(stream),
+            requeue=faults.requeue_transfers,
+        )
 
     async def _faults(self, cluster: Cluster) -> None:
         """Apply the declared faults, each at its instant."""
