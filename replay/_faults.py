@@ -16,7 +16,8 @@ the run (``faults``), through :class:`replay.Cluster`:
    on an engine already removed does nothing (an explored schedule may move a crash after
    the engine's removal).
 4. ``view_delay_ms``, ``view_period_ms``, ``kv_event_delay_ms``: what the policy sees of the
-   engines lags (see :class:`policies.Staleness`). All zero (the default) changes nothing.
+   engines lags (:attr:`Faults.staleness`, given to every policy runtime of the run; see
+   :mod:`policies._stale`). All zero (the default) changes nothing.
 
 A run without faults is exactly the run it was before faults existed, byte for byte.
 """
