@@ -3,14 +3,19 @@ what a policy reads lags exactly as declared, and nothing else changes."""
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
+
+import pytest
 
 from engines import EngineConfig, FixedTiming, KVEvent
 from loadgen import Request
 from policies import PolicyContext, RequestStream, StaleView
 from replay import Aggregated, Faults, run
+from replay._cli import main
 
 from ..policies.support import req, workload
 
@@ -181,3 +186,34 @@ def test_stale_runs_are_identical_across_reruns_and_hash_seeds() -> None:
     }
     assert len(outputs) == 1
     assert len(next(iter(outputs))) > 1000
+
+
+STALE_CONFIG = """\
+workers = 3
+policy = "least_loaded"
+timing = {type = "fixed", prefill_ms = 20, decode_ms = 5}
+[workload]
+synthetic = "count=40 arrivals=poisson(20) input=300 output=40"
+[faults]
+view_delay_ms = 150
+kv_event_delay_ms = 20
+"""
+
+
+def test_a_config_file_sets_stale_information(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    config = tmp_path / "run.toml"
+    config.write_text(STALE_CONFIG)
+    assert main(["replay", "--config", str(config), "--output-dir", str(tmp_path / "a")]) == 0
+    echo = json.loads((tmp_path / "a" / "config.json").read_text())
+    assert echo["faults"] == {"view_delay_ms": 150.0, "kv_event_delay_ms": 20.0}
+    live = tmp_path / "live.toml"
+    live.write_text(STALE_CONFIG.split("[faults]")[0])
+    assert main(["replay", "--config", str(live), "--output-dir", str(tmp_path / "b")]) == 0
+    # least-loaded places differently when its views are late
+    assert (tmp_path / "a" / "requests.jsonl").read_bytes() != (
+        tmp_path / "b" / "requests.jsonl"
+    ).read_bytes()
+    assert main(["explore", str(config), "--runs", "3", "--delays-ms", "0,50,300"]) == 0
+    assert capsys.readouterr().out.endswith("explore: 0 of 3 runs failed\n")

@@ -10,11 +10,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engines import EngineConfig, FixedTiming, TokenizerStage
-from replay import Aggregated, Faults
+from policies import pd_policy
+from replay import Aggregated, Disaggregated, Faults, KVLink
 
 from ..policies.support import req, workload
 from .test_macro_differential import POLICIES, TIMINGS, Watcher, assert_same, scenarios
@@ -72,3 +75,37 @@ def test_long_decodes_with_delayed_views_match() -> None:
         Faults(kv_event_delay_ms=30.0),
     ):
         assert_same(workload(requests), Watcher, topology=topology, faults=faults)
+
+
+@pytest.mark.parametrize(
+    "faults",
+    [
+        Faults(view_delay_ms=20.0),
+        Faults(view_period_ms=15.0, view_delay_ms=5.0),
+        Faults(kv_event_delay_ms=25.0),
+    ],
+)
+@pytest.mark.parametrize("order", ["source_first", "destination_first"])
+def test_pd_topologies_with_stale_information_match(order: str, faults: Faults) -> None:
+    rng = np.random.default_rng(5)
+    requests = [
+        req(
+            f"r{i}",
+            prompt=int(rng.integers(50, 900)),
+            output=int(rng.integers(1, 150)),
+            at_ms=float(rng.integers(0, 300)),
+            ids=list(range(7, 22)) if i % 2 else None,
+        )
+        for i in range(12)
+    ]
+    topology = Disaggregated(
+        prefill_workers=2,
+        decode_workers=2,
+        prefill_engine=EngineConfig(num_blocks=300, block_size=64),
+        decode_engine=EngineConfig(num_blocks=300, block_size=64),
+        prefill_timing=FixedTiming(prefill_ms=30.0, decode_ms=10.0),
+        decode_timing=FixedTiming(prefill_ms=30.0, decode_ms=10.0),
+        link=KVLink(kv_bytes_per_token=262144.0, bandwidth_gbps=50.0),
+        order=order,
+    )
+    assert_same(workload(requests), lambda: pd_policy("kv_aware"), topology=topology, faults=faults)
