@@ -636,6 +636,8 @@ class PolicyRuntime:
         on_poison: called once with the failure when the runtime is poisoned.
         dispatch_latency_ns: the router-to-engine latency of each phase of the handshake
             (offer, answer, commit), in ns; 0 (the default) makes the handshake instantaneous.
+        staleness: how late the policy's views and KV events are (:mod:`policies._stale`);
+            None (the default) or all zero: live. Read by :meth:`start`.
     """
 
     policy: Policy
