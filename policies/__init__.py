@@ -51,6 +51,7 @@ from ._runtime import RequestStatus as RequestStatus
 from ._runtime import RequestStream as RequestStream
 from ._runtime import policy_name as policy_name
 from ._stale import Staleness as Staleness
+from ._stale import StaleView as StaleView
 
 __all__ = (
     "ENGINE_CRASHED",
@@ -87,6 +88,7 @@ __all__ = (
     "RoundRobin",
     "RuntimePoisonedError",
     "SessionAffinity",
+    "StaleView",
     "Staleness",
     "conversation_key",
     "from_choice",

@@ -63,6 +63,7 @@ from ._exceptions import (
     PolicyHookError,
     RuntimePoisonedError,
 )
+from ._stale import StaleInformation, Staleness
 
 __all__ = (
     "EngineHandle",
@@ -635,6 +636,8 @@ class PolicyRuntime:
         on_poison: called once with the failure when the runtime is poisoned.
         dispatch_latency_ns: the router-to-engine latency of each phase of the handshake
             (offer, answer, commit), in ns; 0 (the default) makes the handshake instantaneous.
+        staleness: how late the policy's views and KV events are (:mod:`policies._stale`);
+            None (the default) or all zero: live. Read by :meth:`start`.
     """
 
     policy: Policy
@@ -644,6 +647,7 @@ class PolicyRuntime:
     rng: np.random.Generator
     on_poison: Callable[[BaseException], None] | None = None
     dispatch_latency_ns: int = attrs.field(default=0, kw_only=True)
+    staleness: Staleness | None = attrs.field(default=None, kw_only=True)
     name: str = attrs.field(init=False)
     offer_timeout_ms: float | None = attrs.field(default=None, init=False)
     expiries: int = attrs.field(default=0, init=False)
@@ -668,6 +672,7 @@ class PolicyRuntime:
     _expiry_tasks: dict[asyncio.Task[None], None] = attrs.field(factory=dict, init=False)
     _kv_hooked: bool = attrs.field(default=False, init=False)
     _engine_waiters: list[asyncio.Future[None]] = attrs.field(factory=list, init=False)
+    _stale: StaleInformation | None = attrs.field(default=None, init=False)
 
     #: Every timed piece of the run's work is an engine's: idle engines and no policy
     #: wakeup mean no progress.
@@ -695,6 +700,18 @@ class PolicyRuntime:
         """Start the policy's ``run`` coroutine and subscribe its KV and lifecycle hooks
         (inside the loop)."""
         hook = _hook(self.policy, "on_kv_event")
+        staleness = self.staleness
+        if staleness is not None and not staleness.is_empty:
+            # what the policy sees lags (policies._stale); the KV events reach it late
+            delayed = bool(staleness.kv_event_delay_ns)
+            self._stale = StaleInformation(
+                staleness, self.journal, self._kv_event if delayed and hook is not None else None
+            )
+            handles = map(self.membership.handle, self.membership.ids())
+            self._stale.start(handle.view for handle in handles if handle is not None)
+            self._refresh_views()
+            if delayed:
+                hook = None
         if hook is not None:
             self._kv_hooked = True
             for engine in self.engines:
@@ -790,6 +807,8 @@ class PolicyRuntime:
                     await task
         for task in list(self._expiry_tasks):
             task.cancel()
+        if self._stale is not None:
+            self._stale.close()
         for offer in list(self._open.values()):
             if offer._state != "open":
                 continue
@@ -820,7 +839,11 @@ class PolicyRuntime:
         )
         if handle is None:
             raise self.membership.unknown(engine)
-        return handle.view
+        return handle.view if self._stale is None else self._stale.wrap(handle.view)
+
+    def _refresh_views(self) -> None:
+        views = self.membership.views
+        self.views = views if self._stale is None else self._stale.wrap_all(views)
 
     # -- the cluster ------------------------------------------------------------------------
 
@@ -831,7 +854,9 @@ class PolicyRuntime:
             PlacementError: its id is not higher than every id this runtime had.
         """
         self.membership.add(engine)
-        self.views = self.membership.views
+        if self._stale is not None:
+            self._stale.watch(engine.view)
+        self._refresh_views()
         if self._kv_hooked:
             engine.subscribe_kv(self._kv_event)
         self._cluster_hook("on_engine_added", engine)
@@ -848,7 +873,7 @@ class PolicyRuntime:
             PlacementError: no such engine, or it was removed.
         """
         handle = self.membership.set_state(engine, "draining")
-        self.views = self.membership.views
+        self._refresh_views()
         self._cluster_hook("on_engine_draining", handle)
 
     def remove_engine(self, engine: int) -> None:
@@ -858,7 +883,7 @@ class PolicyRuntime:
             PlacementError: no such engine, or it was removed already.
         """
         handle = self.membership.set_state(engine, "removed")
-        self.views = self.membership.views
+        self._refresh_views()
         self._cluster_hook("on_engine_removed", handle)
 
     def fail_engine(
@@ -881,7 +906,7 @@ class PolicyRuntime:
             simclock.InternalError: a request was not committed to it by this runtime.
         """
         handle = self.membership.set_state(engine, "removed")
-        self.views = self.membership.views
+        self._refresh_views()
         withdrawn = [
             offer.request.id
             for offer in list(self._open.values())
@@ -954,7 +979,8 @@ class PolicyRuntime:
     def _cluster_hook(self, name: str, engine: EngineHandle) -> None:
         hook = _hook(self.policy, name)
         if hook is not None:
-            self._call_hook(name, hook, engine.view)
+            view = engine.view if self._stale is None else self._stale.wrap(engine.view)
+            self._call_hook(name, hook, view)
 
     def block_keys(self, request: Request, block_size: int) -> tuple[int, ...]:
         """Return the chained block keys of ``request`` at ``block_size`` (the keyer

@@ -21,7 +21,8 @@ the run (``faults``), through :class:`replay.Cluster`:
    the request goes back to prefill or fails, as ``on_transfer_failure`` (default: as
    ``on_crash``) says.
 5. ``view_delay_ms``, ``view_period_ms``, ``kv_event_delay_ms``: what the policy sees of the
-   engines lags (see :class:`policies.Staleness`). All zero (the default) changes nothing.
+   engines lags (:attr:`Faults.staleness`, given to every policy runtime of the run; see
+   :mod:`policies._stale`). All zero (the default) changes nothing.
 
 A run without faults is exactly the run it was before faults existed, byte for byte.
 """

@@ -643,11 +643,6 @@ def setup(
         raise FaultError(f"faults: must be a replay.Faults, got {faults!r}")
     if faults is not None and faults.is_empty:
         faults = None  # no fault at all: exactly the run without the option
-    if faults is not None and faults.staleness is not None:
-        raise FaultError(
-            "faults: view_delay_ms, view_period_ms and kv_event_delay_ms are not supported "
-            "yet (they must be 0)"
-        )
     schedule_seed = options.get("schedule_seed")
     if schedule_seed is not None:
         _check_seed(schedule_seed, "schedule_seed")

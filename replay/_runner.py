@@ -249,6 +249,16 @@ class RunParts:
                         "dispatch_latency_ms: this topology's runtime takes no dispatch latency"
                     )
                 runtime.dispatch_latency_ns = self.dispatch_latency_ns
+        staleness = None if self.faults is None else self.faults.staleness
+        if staleness is not None:
+            # what every policy runtime of the run sees of its engines lags
+            pools = getattr(self.runtime, "pool_runtimes", None)
+            for runtime in (self.runtime,) if pools is None else pools:
+                if not isinstance(runtime, PolicyRuntime):
+                    raise WorkloadValidationError(
+                        "faults: this topology's runtime takes no stale information"
+                    )
+                runtime.staleness = staleness
         # A run whose clock moves without progress fails instead of running for ever.
         watch = ProgressWatch(
             progress=lambda: (self._released, self._terminals),

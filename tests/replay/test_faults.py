@@ -278,15 +278,9 @@ def test_a_restarted_engine_can_crash_in_turn() -> None:
     assert [e.index for e in result.summary.engines] == [0, 1, 2, 3]
 
 
-def test_stale_information_is_refused_until_it_is_supported() -> None:
-    with pytest.raises(FaultError) as caught:
-        run(
-            _workload(),
-            topology=_topology(),
-            policy=LeastLoaded(),
-            faults=Faults(view_delay_ms=100.0),
-        )
-    assert str(caught.value) == (
-        "faults: view_delay_ms, view_period_ms and kv_event_delay_ms are not supported yet "
-        "(they must be 0)"
-    )
+def test_stale_information_is_echoed_and_read_back() -> None:
+    faults = Faults(view_delay_ms=100.0, kv_event_delay_ms=5.0)
+    result = run(_workload(), topology=_topology(), policy=LeastLoaded(), faults=faults)
+    assert result.meta.config["faults"] == {"view_delay_ms": 100.0, "kv_event_delay_ms": 5.0}
+    assert Faults.from_mapping(result.meta.config["faults"]) == faults
+    assert collections.Counter(r.status for r in result.requests) == {"completed": 60}
