@@ -215,3 +215,47 @@ def test_the_command_reports_bad_input_in_one_line(
         f"simclock replay: error: {config}: faults.drains[0]: engine 4 does not exist at 1 s "
         "(engines 0..1)\n"
     )
+
+
+def test_explored_runs_do_not_depend_on_the_hash_seed(tmp_path: Path) -> None:
+    # the same exploration (seeded same-instant order, jittered faults, varied delays) in
+    # processes with different hash seeds: the same printed report and the same failed run
+    import os
+    import subprocess
+    import sys
+
+    config = tmp_path / "run.toml"
+    config.write_text(CONFIG.format(path=EXAMPLE) + "view_delay_ms = 0\n")
+    seen = set()
+    for hash_seed in ("0", "4242"):
+        out = tmp_path / f"out-{hash_seed}"
+        done = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "simclock",
+                "explore",
+                str(config),
+                "--runs",
+                "3",
+                "--seed",
+                "5",
+                "--delays-ms",
+                "20",
+                "--output-dir",
+                str(out),
+            ],
+            env={**os.environ, "PYTHONHASHSEED": hash_seed},
+            capture_output=True,
+            text=True,
+            check=False,
+            cwd=tmp_path,
+        )
+        assert done.returncode == 1, done.stderr
+        report = done.stdout.replace(str(out), "OUT")
+        files = tuple(
+            (p.relative_to(out).as_posix(), p.read_bytes()) for p in sorted(out.rglob("*.json*"))
+        )
+        assert files
+        seen.add((report, files))
+    assert len(seen) == 1
