@@ -44,7 +44,15 @@ from policies import (
     SessionAffinity,
     pd_policy,
 )
-from replay import Aggregated, ReplayFailedError, ReplayResult, ReplaySession, write_outputs
+from replay import (
+    Aggregated,
+    Disaggregated,
+    KVLink,
+    ReplayFailedError,
+    ReplayResult,
+    ReplaySession,
+    write_outputs,
+)
 
 from ..policies.support import req, workload
 
@@ -131,6 +139,62 @@ def assert_same(wl: Workload, make_policy: Any, **options: Any) -> None:
     assert macro[2] == oracle[2]
 
 
+def assert_same_scenario(scenario: dict[str, Any], **options: Any) -> None:
+    """:func:`assert_same` on a drawn :func:`scenarios` case, with more run ``options``."""
+    topology = Aggregated(
+        workers=scenario["workers"],
+        engine=scenario["config"],
+        timing=TIMINGS[scenario["timing"]](),
+    )
+    tokenizer = (
+        TokenizerStage(workers=1, base_ms=2.0, per_input_token_us=3.0)
+        if scenario["tokenizer"]
+        else None
+    )
+    assert_same(
+        workload(scenario["requests"]),
+        POLICIES[scenario["policy"]],
+        topology=topology,
+        seed=scenario["seed"],
+        tokenizer=tokenizer,
+        **options,
+    )
+
+
+def pd_requests(seed: int, *, max_output: int = 150, max_at_ms: int = 300) -> list[Request]:
+    """Twelve seeded requests for the prefill/decode cases, every other one sharing a
+    prefix of content ids."""
+    rng = np.random.default_rng(seed)
+    return [
+        req(
+            f"r{i}",
+            prompt=int(rng.integers(50, 900)),
+            output=int(rng.integers(1, max_output)),
+            at_ms=float(rng.integers(0, max_at_ms)),
+            ids=list(range(7, 22)) if i % 2 else None,
+        )
+        for i in range(12)
+    ]
+
+
+def pd_topology(
+    order: str, *, prefill_workers: int = 1, one_reservation: bool = False
+) -> Disaggregated:
+    """The prefill/decode topology of those cases (two decode engines, 300 blocks each)."""
+    return Disaggregated(
+        prefill_workers=prefill_workers,
+        decode_workers=2,
+        prefill_engine=EngineConfig(num_blocks=300, block_size=64),
+        decode_engine=EngineConfig(
+            num_blocks=300, block_size=64, reserve_one_per_pass=one_reservation
+        ),
+        prefill_timing=FixedTiming(prefill_ms=30.0, decode_ms=10.0),
+        decode_timing=FixedTiming(prefill_ms=30.0, decode_ms=10.0),
+        link=KVLink(kv_bytes_per_token=262144.0, bandwidth_gbps=50.0),
+        order=order,
+    )
+
+
 TIMINGS = [
     lambda: FixedTiming(prefill_ms=50.0, decode_ms=10.0),
     lambda: FixedTiming(prefill_ms=20.0, decode_ms=10.0),
@@ -185,23 +249,7 @@ def scenarios(draw: st.DrawFn) -> dict[str, Any]:
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios())
 def test_macro_stepping_matches_per_pass_steps(scenario: dict[str, Any]) -> None:
-    topology = Aggregated(
-        workers=scenario["workers"],
-        engine=scenario["config"],
-        timing=TIMINGS[scenario["timing"]](),
-    )
-    tokenizer = (
-        TokenizerStage(workers=1, base_ms=2.0, per_input_token_us=3.0)
-        if scenario["tokenizer"]
-        else None
-    )
-    assert_same(
-        workload(scenario["requests"]),
-        POLICIES[scenario["policy"]],
-        topology=topology,
-        seed=scenario["seed"],
-        tokenizer=tokenizer,
-    )
+    assert_same_scenario(scenario)
 
 
 def test_long_decodes_jump_and_views_agree_at_every_sampled_instant() -> None:
@@ -228,33 +276,10 @@ def test_long_decodes_jump_and_views_agree_at_every_sampled_instant() -> None:
 @pytest.mark.parametrize("policy", ["round_robin", "kv_aware"])
 @pytest.mark.parametrize("order", ["source_first", "destination_first"])
 def test_pd_topologies_match_in_both_orders(order: str, policy: str, one_reservation: bool) -> None:
-    from replay import Disaggregated, KVLink
-
-    rng = np.random.default_rng(5)
-    requests = [
-        req(
-            f"r{i}",
-            prompt=int(rng.integers(50, 900)),
-            output=int(rng.integers(1, 150)),
-            at_ms=float(rng.integers(0, 300)),
-            ids=list(range(7, 22)) if i % 2 else None,
-        )
-        for i in range(12)
-    ]
+    requests = pd_requests(5)
     for r in requests:
         assert len(r.hash_ids) * r.block_size >= r.input_length
-    topology = Disaggregated(
-        prefill_workers=1,
-        decode_workers=2,
-        prefill_engine=EngineConfig(num_blocks=300, block_size=64),
-        decode_engine=EngineConfig(
-            num_blocks=300, block_size=64, reserve_one_per_pass=one_reservation
-        ),
-        prefill_timing=FixedTiming(prefill_ms=30.0, decode_ms=10.0),
-        decode_timing=FixedTiming(prefill_ms=30.0, decode_ms=10.0),
-        link=KVLink(kv_bytes_per_token=262144.0, bandwidth_gbps=50.0),
-        order=order,
-    )
+    topology = pd_topology(order, one_reservation=one_reservation)
     assert_same(workload(requests), lambda: pd_policy(policy), topology=topology)
 
 
@@ -388,8 +413,6 @@ def test_a_long_prompt_is_chunked_in_one_run(waiting: bool) -> None:
 
 @pytest.mark.parametrize("policy", ["round_robin", "kv_aware"])
 def test_prefill_engines_chunk_long_prompts_in_runs(policy: str) -> None:
-    from replay import Disaggregated, KVLink
-
     rng = np.random.default_rng(11)
     requests = [
         req(

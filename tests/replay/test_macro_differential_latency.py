@@ -108,34 +108,10 @@ def test_pinned_offers_under_kv_pressure_match() -> None:
 @pytest.mark.parametrize("latency_ms", [0.5, 3.0])
 @pytest.mark.parametrize("order", ["source_first", "destination_first"])
 def test_pd_pools_take_the_latency_and_both_steppings_agree(order: str, latency_ms: float) -> None:
-    import numpy as np
+    from .test_macro_differential import pd_policy, pd_requests, pd_topology
 
-    from replay import Disaggregated, KVLink
-
-    from ..policies.support import req
-    from .test_macro_differential import pd_policy
-
-    rng = np.random.default_rng(11)
-    requests = [
-        req(
-            f"r{i}",
-            prompt=int(rng.integers(50, 900)),
-            output=int(rng.integers(1, 120)),
-            at_ms=float(rng.integers(0, 200)),
-            ids=list(range(7, 22)) if i % 2 else None,
-        )
-        for i in range(12)
-    ]
-    topology = Disaggregated(
-        prefill_workers=1,
-        decode_workers=2,
-        prefill_engine=EngineConfig(num_blocks=300, block_size=64),
-        decode_engine=EngineConfig(num_blocks=300, block_size=64),
-        prefill_timing=FixedTiming(prefill_ms=30.0, decode_ms=10.0),
-        decode_timing=FixedTiming(prefill_ms=30.0, decode_ms=10.0),
-        link=KVLink(kv_bytes_per_token=262144.0, bandwidth_gbps=50.0),
-        order=order,
-    )
+    requests = pd_requests(11, max_output=120, max_at_ms=200)
+    topology = pd_topology(order)
 
     def policy() -> Any:
         return pd_policy("round_robin")
