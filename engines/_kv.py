@@ -594,16 +594,25 @@ class KVCache:
             counts = list(map(ref.__getitem__, blocks))
         except IndexError:  # a block never taken: the loop below reports it
             counts = []
-        if blocks and counts.count(1) == len(blocks):
-            for b in blocks:
-                ref[b] = 0
-            self._queue(blocks[::-1], True)
-            return
         freed: list[int] = []
+        head = len(blocks)
+        ones = counts.count(1)
+        if ones and counts.index(1) == head - ones:
+            # the sequence's own blocks (count 1) end it, after any it shares (a prefix
+            # other sequences hold too): they are freed first (last first), in one plain
+            # loop, as the loop below would free them
+            head -= ones
+            freed = blocks[head:]
+            for b in freed:
+                ref[b] = 0
+            freed.reverse()
+            if not head:
+                self._queue(freed, True)
+                return
         b = -1
         done = False
         try:
-            for b in reversed(blocks):
+            for b in reversed(blocks[:head]):
                 r = ref[b]
                 if r == 1:
                     ref[b] = 0
