@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 from itertools import repeat
-from operator import itemgetter
 
 from simclock import InternalError
 
 from ._keys import OUTPUT_KEY_BASE
+from ._prefix_cache import PrefixCache
 
 __all__ = ("KVCache",)
 
@@ -63,7 +63,9 @@ class KVCache:
         free_count: blocks in the free queue.
         min_free: the fewest blocks the free queue ever held (``num_blocks - min_free`` is the
             peak of blocks referenced at once).
-        cache: key -> its earliest-registered cached copy (the one lookups hit).
+        cache: key -> its earliest-registered cached copy (the one lookups hit), read as a
+            mapping (:class:`engines._prefix_cache.PrefixCache`: a chain of keys cached at
+            once in blocks taken at once is held as one span).
         twins: key -> its other cached copies, in registration order (rare: a block computed
             again while a copy is still cached).
         pending_kinds: per key transition not yet published, whether the key was stored.
@@ -140,7 +142,7 @@ class KVCache:
         self.eager_links = eager_links
         self.free_count = num_blocks
         self.min_free = num_blocks
-        self.cache: dict[int, int] = {}
+        self.cache = PrefixCache()
         self.twins: dict[int, list[int]] = {}
         self.pending_kinds: list[bool] = []
         self.pending_keys: list[int] = []
@@ -193,48 +195,19 @@ class KVCache:
         Walks ``keys`` in order and stops at the first key without a cached copy; each hit
         is the key's earliest-registered copy. The caller bounds ``keys`` (§4.3 cap).
         """
-        cache = self.cache
+        get = self.cache.get
         out: list[int] = []
         for k in keys:
-            block = cache.get(k)
+            block = get(k)
             if block is None:
                 break
             out.append(block)
         return out
 
     def lookup_prefix(self, keys: list[int], limit: int) -> list[int]:
-        """:meth:`lookup` of ``keys[:limit]``, probing the cache in growing slices.
-
-        The same blocks as :meth:`lookup`; the cache is probed a slice of keys at a time
-        (16, then twice as many each time) and the walk stops after the slice holding the
-        first miss, so a short hit costs a few probes beyond it and a long one runs at the
-        speed of one ``itemgetter`` call per slice after the first.
-        """
-        cache = self.cache
-        out: list[int] = []
-        start = 0
-        size = 16
-        while start < limit:
-            stop = min(limit, start + size)
-            if start and stop - start > 1:
-                # the slices before all hit: this one likely does too
-                try:
-                    out += itemgetter(*keys[start:stop])(cache)
-                except KeyError:
-                    pass  # a miss in this slice: find it below
-                else:
-                    start = stop
-                    size *= 2
-                    continue
-            part = list(map(cache.get, keys[start:stop]))
-            if None in part:
-                del part[part.index(None) :]
-                out += part  # type: ignore[arg-type]
-                break
-            out += part  # type: ignore[arg-type]
-            start = stop
-            size *= 2
-        return out
+        """:meth:`lookup` of ``keys[:limit]``, probing the cache in growing slices and
+        stepping over chains cached at once (:meth:`PrefixCache.lookup_prefix`)."""
+        return self.cache.lookup_prefix(keys, limit)
 
     def can_allocate(self, hits: list[int], need: int, reserve: int = 0) -> bool:
         """Whether :meth:`allocate` would succeed (no side effects)."""
@@ -490,12 +463,12 @@ class KVCache:
         k = self.key[b]
         twins = self.twins.get(k)
         if twins is None:
-            del self.cache[k]
+            self.cache.remove(k)
             self.pending_kinds.append(False)
             self.pending_keys.append(k)
         else:
-            if self.cache[k] == b:
-                self.cache[k] = twins.pop(0)
+            if self.cache.get(k) == b:
+                self.cache.replace(k, twins.pop(0))
             else:
                 twins.remove(b)
             if not twins:
@@ -505,14 +478,16 @@ class KVCache:
     def register(self, block: int, key: int) -> None:
         """Give a referenced, unkeyed ``block`` its ``key`` and cache it (a twin if needed)."""
         if key >= OUTPUT_KEY_BASE:
-            if key > self._top_output:
+            fresh = key > self._top_output
+            if fresh:
                 self._top_output = key
-        elif key > self._top:
-            self._top = key
+        else:
+            fresh = key > self._top
+            if fresh:
+                self._top = key
         self.key[block] = key
-        cache = self.cache
-        if key not in cache:
-            cache[key] = block
+        if fresh or key not in self.cache:  # a key above every key registered is new
+            self.cache.put(key, block)
             self.pending_kinds.append(True)
             self.pending_keys.append(key)
         else:
@@ -524,10 +499,13 @@ class KVCache:
         ``keys`` are distinct, as the keys of one sequence's blocks always are (a chained key
         names a prefix of one length; an output block's key names one block of one placement).
         """
-        if self.cache.keys().isdisjoint(keys):
+        if not self.cache.meets(keys):
             self._top_of(keys)
-            self._store_new(blocks, keys)
+            self._store_new(blocks, keys, chain=False)
             return
+        self._register_each(blocks, keys)
+
+    def _register_each(self, blocks: list[int], keys: list[int]) -> None:
         register = self.register
         for b, k in zip(blocks, keys, strict=True):
             register(b, k)
@@ -552,10 +530,12 @@ class KVCache:
                 self._top_output = last
         else:
             fresh = False
-        if fresh:
-            self._store_new(blocks, keys)
+        if fresh or not self.cache.meets_chain(keys):
+            if not fresh:
+                self._top_of(keys)
+            self._store_new(blocks, keys, chain=True)
         else:
-            self.register_many(blocks, keys)
+            self._register_each(blocks, keys)
 
     def _top_of(self, keys: list[int]) -> None:
         """Raise the largest keys registered to cover ``keys``."""
@@ -565,13 +545,20 @@ class KVCache:
         if len(prompt) < len(keys):
             self._top_output = max(self._top_output, *(k for k in keys if k >= OUTPUT_KEY_BASE))
 
-    def _store_new(self, blocks: list[int], keys: list[int]) -> None:
-        """Cache ``blocks[i]`` under ``keys[i]``, none of which is cached: one bulk step per
-        structure (what :meth:`register` of each does)."""
-        key = self.key
-        for b, k in zip(blocks, keys, strict=True):
-            key[b] = k
-        self.cache.update(zip(keys, blocks, strict=True))
+    def _store_new(self, blocks: list[int], keys: list[int], *, chain: bool) -> None:
+        """Cache ``blocks[i]`` under ``keys[i]``, none of which is cached (keys that
+        increase when ``chain``): one bulk step per structure (what :meth:`register` of
+        each does)."""
+        cache = self.cache
+        if chain and cache.put_chain(keys, blocks):
+            first = blocks[0]  # blocks taken one after the other: their keys in one slice
+            self.key[first : first + len(keys)] = keys
+        else:
+            key = self.key
+            for b, k in zip(blocks, keys, strict=True):
+                key[b] = k
+            if not chain:
+                cache.put_many(keys, blocks)
         self.pending_kinds.extend(repeat(True, len(keys)))
         self.pending_keys.extend(keys)
 
@@ -765,6 +752,7 @@ class KVCache:
                 raise InternalError(f"block {b} has a negative reference count")
             if (self.ref[b] == 0) != (b in in_queue):
                 raise InternalError(f"block {b} is both free and referenced, or neither")
+        self.cache.check()
         seen = 0
         for k, first in self.cache.items():
             copies = [first, *self.twins.get(k, ())]

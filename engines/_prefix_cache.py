@@ -1,0 +1,288 @@
+"""The prefix cache of a KV pool: each cached key and the block holding its first copy.
+
+Most keys are cached a request's prompt at a time: a chain of keys interned one after the
+other (consecutive numbers) held by blocks taken from the pool one after the other
+(consecutive numbers too). Such a chain is kept as one *span* — its first key, its first
+block and its length — instead of one dictionary entry per key; every other key is an entry
+of a plain dictionary. A lookup walks the dictionary's entries as before and steps over a
+span in one slice comparison; removing a key from the middle of a span cuts it in two.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from collections.abc import Iterator, Mapping
+from itertools import islice
+from operator import itemgetter
+
+from simclock import InternalError
+
+__all__ = ("PrefixCache",)
+
+
+class PrefixCache(Mapping[int, int]):
+    """Key -> the block holding its earliest-registered cached copy, read as a mapping.
+
+    Keys are in a dictionary (:attr:`single`) or in spans: ``starts[i] + o`` is held by
+    ``firsts[i] + o`` for ``0 <= o < lengths[i]``. Spans are ordered by key, never overlap
+    and hold no key of the dictionary. Iteration gives the dictionary's keys in insertion
+    order, then the spans' keys in key order.
+    """
+
+    __slots__ = ("firsts", "lengths", "single", "spanned", "starts")
+
+    def __init__(self) -> None:
+        self.single: dict[int, int] = {}
+        self.starts: list[int] = []
+        self.firsts: list[int] = []
+        self.lengths: list[int] = []
+        self.spanned = 0  # keys held in spans
+
+    # -- reading ----------------------------------------------------------------------------
+
+    def get(self, key: int, default: int | None = None) -> int | None:  # type: ignore[override]
+        """The block caching ``key``, or ``default``."""
+        block = self.single.get(key)
+        if block is not None:
+            return block
+        starts = self.starts
+        if starts and type(key) is int:
+            i = bisect_right(starts, key) - 1
+            if i >= 0:
+                offset = key - starts[i]
+                if offset < self.lengths[i]:
+                    return self.firsts[i] + offset
+        return default
+
+    def __getitem__(self, key: int) -> int:
+        block = self.get(key)
+        if block is None:
+            raise KeyError(key)
+        return block
+
+    def __contains__(self, key: object) -> bool:
+        return self.get(key) is not None  # type: ignore[arg-type]
+
+    def __len__(self) -> int:
+        return len(self.single) + self.spanned
+
+    def __iter__(self) -> Iterator[int]:
+        yield from self.single
+        for start, length in zip(self.starts, self.lengths, strict=True):
+            yield from range(start, start + length)
+
+    def _span_of(self, key: int) -> int:
+        """The index of the span holding ``key``, or -1."""
+        starts = self.starts
+        i = bisect_right(starts, key) - 1
+        if i >= 0 and key - starts[i] < self.lengths[i]:
+            return i
+        return -1
+
+    def lookup_prefix(self, keys: list[int], limit: int) -> list[int]:
+        """The blocks caching the longest cached prefix of ``keys[:limit]``.
+
+        Entries of the dictionary are probed a slice of keys at a time (16, then twice as
+        many each time) until the slice holding the first key missing there; a key found in
+        a span takes, in one slice comparison, the keys after it that go on one by one
+        within the span (a chain cached at once), and probing starts again after them.
+        """
+        single = self.single
+        spans = bool(self.starts)
+        out: list[int] = []
+        start = 0
+        size = 16
+        warm = False  # the slice before hit in the dictionary: this one likely does too
+        while start < limit:
+            stop = min(limit, start + size)
+            if warm and stop - start > 1:
+                try:
+                    out += itemgetter(*keys[start:stop])(single)
+                except KeyError:
+                    pass  # a miss in this slice: find it below
+                else:
+                    start = stop
+                    size *= 2
+                    continue
+            part = list(map(single.get, keys[start:stop]))
+            if None not in part:
+                out += part  # type: ignore[arg-type]
+                start = stop
+                size *= 2
+                warm = True
+                continue
+            miss = part.index(None)
+            out += part[:miss]  # type: ignore[arg-type]
+            start += miss
+            if not spans:
+                break
+            taken = self._take_span(keys, start, limit, out)
+            if not taken:
+                break
+            start += taken
+            size = 16
+            warm = False
+        return out
+
+    def _take_span(self, keys: list[int], j: int, limit: int, out: list[int]) -> int:
+        """Append the blocks of ``keys[j:]`` that a span holds one after the other, from
+        ``keys[j]`` on (at most ``limit - j``); return how many."""
+        key = keys[j]
+        i = self._span_of(key)
+        if i < 0:
+            return 0
+        offset = key - self.starts[i]
+        avail = min(self.lengths[i] - offset, limit - j)
+        want = range(key, key + avail)
+        if keys[j : j + avail] != list(want):
+            avail = 1
+            for got, expected in zip(islice(keys, j + 1, j + len(want)), want[1:], strict=False):
+                if got != expected:
+                    break
+                avail += 1
+        first = self.firsts[i] + offset
+        out += range(first, first + avail)
+        return avail
+
+    def meets(self, keys: list[int]) -> bool:
+        """Whether any of ``keys`` (distinct) is cached."""
+        if not self.single.keys().isdisjoint(keys):
+            return True
+        starts = self.starts
+        if not starts:
+            return False
+        return any(self._span_of(k) >= 0 for k in keys)
+
+    def meets_chain(self, keys: list[int]) -> bool:
+        """:meth:`meets` of keys that increase (a chain): one search per stretch of
+        consecutive keys."""
+        if not self.single.keys().isdisjoint(keys):
+            return True
+        starts = self.starts
+        if not starts or keys[-1] < starts[0] or keys[0] >= starts[-1] + self.lengths[-1]:
+            return False
+        lengths = self.lengths
+        n = len(keys)
+        j = 0
+        while j < n:
+            m = _stretch(keys, j)
+            first = keys[j]
+            i = bisect_right(starts, first + m - 1) - 1
+            if i >= 0 and starts[i] + lengths[i] > first:
+                return True
+            j += m
+        return False
+
+    # -- changing ---------------------------------------------------------------------------
+
+    def put_chain(self, keys: list[int], blocks: list[int]) -> bool:
+        """Cache ``blocks[i]`` under ``keys[i]``: keys that increase, none cached.
+
+        Returns:
+            Whether they were held as a span (consecutive keys in consecutive blocks).
+        """
+        n = len(keys)
+        first = blocks[0]
+        key = keys[0]
+        if (
+            n > 1
+            and keys[-1] - key == n - 1
+            and blocks[-1] - first == n - 1
+            and blocks == list(range(first, first + n))
+        ):
+            self._put_span(key, first, n)
+            return True
+        self.single.update(zip(keys, blocks, strict=True))
+        return False
+
+    def _put_span(self, key: int, first: int, n: int) -> None:
+        starts = self.starts
+        lengths = self.lengths
+        firsts = self.firsts
+        i = len(starts)
+        if i and key < starts[-1]:
+            i = bisect_right(starts, key)
+        self.spanned += n
+        if i:
+            before = lengths[i - 1]
+            if starts[i - 1] + before == key and firsts[i - 1] + before == first:
+                lengths[i - 1] = before + n  # goes on from the span before it
+                return
+        starts.insert(i, key)
+        firsts.insert(i, first)
+        lengths.insert(i, n)
+
+    def put_many(self, keys: list[int], blocks: list[int]) -> None:
+        """Cache ``blocks[i]`` under ``keys[i]``: distinct keys, none cached."""
+        self.single.update(zip(keys, blocks, strict=True))
+
+    def put(self, key: int, block: int) -> None:
+        """Cache ``block`` under ``key``, which is not cached."""
+        self.single[key] = block
+
+    def replace(self, key: int, block: int) -> None:
+        """Make ``block`` the copy of the cached ``key`` that lookups hit."""
+        if key not in self.single:
+            self._cut(self._span_of(key), key)
+        self.single[key] = block
+
+    def remove(self, key: int) -> None:
+        """Uncache ``key``, which is cached."""
+        if self.single.pop(key, None) is None:
+            self._cut(self._span_of(key), key)
+
+    def _cut(self, i: int, key: int) -> None:
+        """Take ``key`` out of span ``i``, leaving the keys before it and after it."""
+        if i < 0:
+            raise InternalError(f"key {key} is not cached")
+        starts = self.starts
+        firsts = self.firsts
+        lengths = self.lengths
+        offset = key - starts[i]
+        after = lengths[i] - offset - 1
+        self.spanned -= 1
+        if offset and after:
+            lengths[i] = offset
+            starts.insert(i + 1, key + 1)
+            firsts.insert(i + 1, firsts[i] + offset + 1)
+            lengths.insert(i + 1, after)
+        elif offset:
+            lengths[i] = offset
+        elif after:
+            starts[i] = key + 1
+            firsts[i] += 1
+            lengths[i] = after
+        else:
+            del starts[i], firsts[i], lengths[i]
+
+    def check(self) -> None:
+        """Verify the spans: ordered by key, apart, not empty, counted, and holding no key
+        of the dictionary; raise :class:`~simclock.InternalError` on the first break."""
+        starts = self.starts
+        lengths = self.lengths
+        if not (len(starts) == len(self.firsts) == len(lengths)):
+            raise InternalError("the prefix cache's span lists differ in length")
+        if any(n < 1 for n in lengths) or sum(lengths) != self.spanned:
+            raise InternalError("a span is empty, or the spans' keys are miscounted")
+        for i in range(1, len(starts)):
+            if starts[i - 1] + lengths[i - 1] > starts[i]:
+                raise InternalError("the prefix cache's spans overlap or are out of order")
+        if any(self._span_of(k) >= 0 for k in self.single):
+            raise InternalError("a key is cached both alone and in a span")
+
+
+def _stretch(keys: list[int], j: int) -> int:
+    """How many of ``keys[j:]`` (increasing) go on one by one from ``keys[j]``."""
+    first = keys[j]
+    hi = len(keys) - j  # keys[j + t] - first >= t, equal while they go on one by one
+    if keys[j + hi - 1] - first == hi - 1:
+        return hi
+    lo = 1
+    hi -= 1
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if keys[j + mid - 1] - first == mid - 1:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
