@@ -486,7 +486,7 @@ class KVCache:
             if fresh:
                 self._top = key
         self.key[block] = key
-        if fresh or key not in self.cache:  # a key above every key registered is new
+        if fresh or self.cache.get(key) is None:  # a key above every key registered is new
             self.cache.put(key, block)
             self.pending_kinds.append(True)
             self.pending_keys.append(key)
