@@ -315,6 +315,11 @@ class StaleInformation:
             for watched in self._watched.values():
                 self._snapshot(watched)
             at_ns += self.staleness.view_period_ns
+            if loop.next_event_ns() is None:
+                # Nothing else is scheduled, so nothing can change any more: the snapshots
+                # stop, and the run ends as it would without them (a deadlock that ends the
+                # requests the policy holds), instead of running on their timer alone.
+                return
         future = loop.create_future()
         loop.wake_at_ns(future, at_ns, waiter="policy:stale-views")
         future.add_done_callback(lambda _: self._tick(at_ns))

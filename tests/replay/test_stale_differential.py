@@ -8,6 +8,7 @@ byte for byte in both steppings.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from hypothesis import strategies as st
 
 from engines import EngineConfig, FixedTiming
 from policies import pd_policy
-from replay import Aggregated, Faults
+from replay import Aggregated, Faults, run
 
 from ..policies.support import req, workload
 from .test_macro_differential import (
@@ -79,3 +80,31 @@ def test_pd_topologies_with_stale_information_match(order: str, faults: Faults) 
     requests = pd_requests(5)
     topology = pd_topology(order, prefill_workers=2)
     assert_same(workload(requests), lambda: pd_policy("kv_aware"), topology=topology, faults=faults)
+
+
+@pytest.mark.parametrize("period_ms", [17.0, 100.0])
+def test_periodic_views_do_not_keep_a_quiescent_run_alive(period_ms: float) -> None:
+    """A request that can never fit (899 tokens, 12 blocks of 64) is held by a policy that
+    waits on its dispatch; once nothing else can happen the run ends, ``quiescent``: with
+    views refreshed on a period, at the first snapshot after the instant it ends without them
+    (the period's snapshots stop there instead of keeping the clock moving until the
+    no-progress budget is spent), and both steppings write the same bytes."""
+    requests = [
+        req("r0", prompt=216, output=110, at_ms=278.0, ids=[0, 1, 2, 3]),
+        req("r1", prompt=899, output=1, at_ms=251.0, ids=list(range(15))),
+        req("r2", prompt=80, output=74, at_ms=143.0),
+    ]
+    topology = Aggregated(
+        workers=2,
+        engine=EngineConfig(num_blocks=12, block_size=64, max_num_batched_tokens=512),
+        timing=FixedTiming(prefill_ms=50.0, decode_ms=10.0),
+    )
+    faults = Faults(view_period_ms=period_ms)
+    assert_same(workload(requests), Watcher, topology=topology, faults=faults)
+    ends = []
+    for options in ({}, {"faults": faults}):
+        result = run(workload(requests), topology=topology, policy=Watcher(), **options)
+        assert result.summary.status_counts["unplaced"] == 1
+        assert result.summary.status_counts["completed"] == 2
+        ends.append(result.meta.virtual_duration_ms)
+    assert ends[1] == math.ceil(ends[0] / period_ms) * period_ms < 2_000.0
