@@ -43,7 +43,7 @@ LONG_MODULES: dict[str, float] = {
     "tests/engines/test_queueing.py": 8,
     "tests/loadgen/test_fast_reading_sessions.py": 7,
     "tests/replay/test_stale_differential.py": 7,
-    "tests/replay/test_pd_mooncake_full.py": 7,
+    "tests/replay/test_pd_mooncake_full.py": 6,
     "tests/docs/test_examples_clock.py": 7,
     "tests/replay/test_macro_differential.py": 6,
     "tests/replay/test_autoscale.py": 6,
