@@ -25,6 +25,7 @@ import csv
 import io
 import json
 import os
+import shutil
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, BinaryIO, TextIO
@@ -185,6 +186,7 @@ def sweep(
     if rows:
         table.write(rows)
     outcomes: Iterator[RunOutcome] = executor.map_unordered(run_task, tasks)
+    interrupted = False
     try:
         for outcome in outcomes:
             run = runs_by_id[outcome.run_id]
@@ -199,13 +201,30 @@ def sweep(
             rows[run.index] = row
             table.write(rows)
             reporter.line(row, row.status)
+    except KeyboardInterrupt:
+        interrupted = True
+        raise
     finally:
         close = getattr(outcomes, "close", None)
         if close is not None:
-            close()
+            close()  # the workers have stopped when it returns
+        if interrupted:
+            recorded = {row.run_id for row in rows.values()}
+            _drop_unrecorded(
+                [Path(t.output_dir) for t in tasks if t.output_dir and t.run_id not in recorded]
+            )
     table.write(rows)
     ordered = tuple(rows[i] for i in sorted(rows))
     return SweepResult(output_dir=out, swept=swept, rows=ordered, ran=len(tasks))
+
+
+def _drop_unrecorded(directories: Sequence[Path]) -> None:
+    """Remove what the runs of ``directories`` left: an interrupt can reach the sweep after a
+    worker wrote a whole run and before the table recorded it, and an interrupted sweep
+    leaves only the runs its table holds."""
+    for directory in directories:
+        if directory.is_dir():
+            shutil.rmtree(directory, ignore_errors=True)
 
 
 def _swept_of(runs: Sequence[SweepRun]) -> tuple[str, ...]:

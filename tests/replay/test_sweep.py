@@ -424,3 +424,27 @@ def test_plots_say_where_they_went_unless_quiet(
     assert main(["sweep", str(sweep_file), "--plots"]) == EXIT_OK
     err = capsys.readouterr().err.splitlines()
     assert any(line.startswith("wrote ") and line.endswith("out/plots") for line in err)
+
+
+class _InterruptedAfterAWholeRun:
+    """Runs the first task and hands its outcome over; runs the second to its end (its
+    directory written) and is interrupted before handing that one over."""
+
+    shares_filesystem = True
+
+    def map_unordered(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> Iterator[Any]:
+        yield fn(items[0])
+        fn(items[1])
+        raise KeyboardInterrupt
+
+
+def test_a_run_written_but_not_yet_in_the_table_when_interrupted_is_removed(
+    sweep_file: Path,
+) -> None:
+    spec, output_dir = load_sweep(sweep_file)
+    with pytest.raises(KeyboardInterrupt):
+        sweep(spec, output_dir=output_dir, executor=_InterruptedAfterAWholeRun())
+    runs = spec.runs()
+    listed = [r["run_id"] for r in json.loads(Path("out/sweep.json").read_text())["runs"]]
+    assert listed == [runs[0].run_id]
+    assert sorted(p.name for p in Path("out/runs").iterdir()) == listed
