@@ -235,9 +235,7 @@ class Engine:
     keyer: BlockKeyer = attrs.field(kw_only=True, repr=False)
     journal: Journal = attrs.field(kw_only=True, repr=False)
     macro_stepping: bool = attrs.field(default=True, kw_only=True)
-    on_idle: Callable[[Engine], object] | None = attrs.field(
-        default=None, kw_only=True, repr=False
-    )
+    on_idle: Callable[[Engine], object] | None = attrs.field(default=None, kw_only=True, repr=False)
     """Called with the engine each time its coroutine waits for work (a cluster watches a
     draining engine with it; see :attr:`idle`); None, the default, costs nothing."""
     _core: EngineCore = attrs.field(init=False, repr=False)

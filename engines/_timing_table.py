@@ -146,9 +146,7 @@ class TableTiming:
         the same operations in the same order, one array at a time: no prefill part, and
         ``B_d`` entries at mean context ``K_d / B_d``, with ``K_d = Σc_r + (i+1)·B_d`` in
         pass ``i``."""
-        if run.role == "prefill" or (
-            run.role != "decode" and bool((run.output_before < 1).any())
-        ):
+        if run.role == "prefill" or (run.role != "decode" and bool((run.output_before < 1).any())):
             return per_pass_times_ms(self, run)
         sizes = run.batch_sizes()
         index = np.arange(1, run.passes + 1, dtype=np.int64)

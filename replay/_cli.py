@@ -102,7 +102,6 @@ EXIT_INTERNAL = 70
 """An internal error: a bug in simclock (``EX_SOFTWARE``)."""
 
 
-
 class UsageError(Exception):
     """Bad command-line input; carries the one-line message."""
 

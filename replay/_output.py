@@ -79,32 +79,36 @@ def summary_json(result: ReplayResult) -> dict[str, object]:
     """The content of ``summary.json`` as a dict, keys in their written order."""
     s = result.summary
     meta = result.meta
-    return {
-        "schema": SUMMARY_SCHEMA,
-        "schema_version": meta.schema_version,
-        "simclock_version": meta.simclock_version,
-        "seed": meta.seed,
-        "workload": {
-            "source": result.workload_source,
-            "format": result.workload_format,
-            "requests": s.requests,
-        },
-        "virtual_duration_ms": meta.virtual_duration_ms,
-        "status_counts": dict(s.status_counts),
-        "metrics": vllm_metrics(s),
-        "distributions": {m.name: getattr(s, m.name).as_dict() for m in DISTRIBUTIONS},
-        "slo": None if s.slo is None else s.slo.as_dict(),
-        "goodput": None if s.goodput is None else _jsonable(s.goodput),
-        "prefix_reuse": {
-            "reused_input_tokens": s.reused_input_tokens,
-            "reused_input_tokens_with_readmissions": s.reused_input_tokens_with_readmissions,
-            "prefix_reuse_ratio": s.prefix_reuse_ratio,
-            "prefix_reuse_ratio_with_readmissions": s.prefix_reuse_ratio_with_readmissions,
-        },
-        "preemptions": s.preemptions,
-        "engines": [_jsonable(e) for e in s.engines],
-        "lifecycle_events": dict(result.evidence.event_counts),
-    } | _cost_section(s) | _sections(result)
+    return (
+        {
+            "schema": SUMMARY_SCHEMA,
+            "schema_version": meta.schema_version,
+            "simclock_version": meta.simclock_version,
+            "seed": meta.seed,
+            "workload": {
+                "source": result.workload_source,
+                "format": result.workload_format,
+                "requests": s.requests,
+            },
+            "virtual_duration_ms": meta.virtual_duration_ms,
+            "status_counts": dict(s.status_counts),
+            "metrics": vllm_metrics(s),
+            "distributions": {m.name: getattr(s, m.name).as_dict() for m in DISTRIBUTIONS},
+            "slo": None if s.slo is None else s.slo.as_dict(),
+            "goodput": None if s.goodput is None else _jsonable(s.goodput),
+            "prefix_reuse": {
+                "reused_input_tokens": s.reused_input_tokens,
+                "reused_input_tokens_with_readmissions": s.reused_input_tokens_with_readmissions,
+                "prefix_reuse_ratio": s.prefix_reuse_ratio,
+                "prefix_reuse_ratio_with_readmissions": s.prefix_reuse_ratio_with_readmissions,
+            },
+            "preemptions": s.preemptions,
+            "engines": [_jsonable(e) for e in s.engines],
+            "lifecycle_events": dict(result.evidence.event_counts),
+        }
+        | _cost_section(s)
+        | _sections(result)
+    )
 
 
 def _cost_section(summary: Summary) -> dict[str, object]:

@@ -27,7 +27,6 @@ prefill blocks released, decode reservations cancelled); the requests concerned 
 when the run failed, else they are reported as the report classifies them (``incomplete``).
 """
 
-
 from __future__ import annotations
 
 import asyncio

@@ -7,9 +7,7 @@ from collections.abc import Iterable
 
 from ._report import ReplayResult, RequestRecord
 
-__all__ = (
-    "handoff_timeline_svg",
-)
+__all__ = ("handoff_timeline_svg",)
 
 # --------------------------------------------------------------------------------------------
 # the figure

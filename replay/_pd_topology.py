@@ -59,7 +59,6 @@ PLACEMENT_ORDERS: tuple[str, ...] = get_args(PlacementOrder)
 """The placement orders, default first."""
 
 
-
 class PDConfigError(ReplayError, ValueError):
     """A disaggregated topology or KV link is misconfigured."""
 

@@ -181,9 +181,7 @@ class Run:
     _wall_s: float = attrs.field(default=0.0, init=False)
 
     def __attrs_post_init__(self) -> None:
-        loop = simclock.new_event_loop(
-            report_interrupts=False, seed=self.parts.schedule_seed
-        )
+        loop = simclock.new_event_loop(report_interrupts=False, seed=self.parts.schedule_seed)
         try:
             self.parts.build()
             subscribe_story(self.parts.journal)  # debug logs only: decided once, here
@@ -567,8 +565,6 @@ def _check_seed(seed: object, name: str = "seed") -> int:
     return seed
 
 
-
-
 def _check_cluster_events(events: object) -> tuple[ClusterEvent, ...]:
     if isinstance(events, str) or not isinstance(events, Sequence):
         raise ClusterError(f"cluster_events: must be a sequence of ClusterEvent, got {events!r}")
@@ -736,9 +732,7 @@ def report_run(
     wall_time_s: float,
     slo: SLO | None = None,
 ) -> ReplayResult:
-    """The report of a finished replay's parts (see :func:`run`).
-
-    """
+    """The report of a finished replay's parts (see :func:`run`)."""
     replay.settle()
     meta = RunMeta(
         seed=replay.seed,
