@@ -93,6 +93,43 @@ class Distribution:
             p99=float(q[4]),
         )
 
+    @classmethod
+    def _of_runs(cls, values: FloatArray, weights: npt.NDArray[np.int64]) -> Distribution:
+        """:meth:`of` the sample that holds ``values[i]`` ``weights[i]`` times, in order
+        (``np.repeat(values, weights)``), with exactly the same results.
+
+        Mean and deviation are taken over the sample spelled out (their sums follow its
+        order). A percentile is read off the sorted runs when the order statistics around
+        its rank (the one below to the two above, which covers numpy's rounding of the rank)
+        are all one value: interpolating between equal values gives that value whatever the
+        weights. Otherwise every percentile comes from numpy on the sample.
+        """
+        sample = np.repeat(values, weights)
+        if sample.size == 0:
+            return cls(count=0)
+        if not bool(np.isfinite(values[weights > 0]).all()):
+            raise ValueError("Distribution.of: every value must be finite")
+        mean = float(sample.mean())
+        std = float(sample.std())
+        q = _tied_percentiles(values, weights, sample.size)
+        low = float(sample.min())
+        high = float(sample.max())
+        if q is None:
+            q = [float(x) for x in np.percentile(sample, PERCENTILES, overwrite_input=True)]
+        del sample
+        return cls(
+            count=int(weights.sum()),
+            mean=mean,
+            std=std,
+            min=low,
+            max=high,
+            p50=q[0],
+            p75=q[1],
+            p90=q[2],
+            p95=q[3],
+            p99=q[4],
+        )
+
     def as_dict(self) -> dict[str, int | float | None]:
         """Return the statistics as a plain dict, in attribute order."""
         return {
@@ -107,3 +144,29 @@ class Distribution:
             "p95": self.p95,
             "p99": self.p99,
         }
+
+
+def _tied_percentiles(
+    values: FloatArray, weights: npt.NDArray[np.int64], size: int
+) -> list[float] | None:
+    """Every percentile of :data:`PERCENTILES` of ``np.repeat(values, weights)`` (``size``
+    values) when each one's neighbouring order statistics are equal and not zero, else
+    ``None``."""
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    # the distinct values, ascending, and the end (exclusive) of each one's ranks
+    firsts = np.flatnonzero(np.r_[True, ordered[1:] != ordered[:-1]])
+    ends = np.cumsum(np.add.reduceat(weights[order], firsts))
+    last = size - 1
+    out: list[float] = []
+    for p in PERCENTILES:
+        rank = int(last * p // 100)
+        lo = max(rank - 1, 0)
+        hi = min(rank + 2, last)
+        group = int(np.searchsorted(ends, lo, side="right"))
+        value = float(ordered[firsts[group]])
+        # (numpy's interpolation between two zeros may turn -0.0 into 0.0: left to it)
+        if int(ends[group]) <= hi or value == 0.0:
+            return None
+        out.append(value)
+    return out

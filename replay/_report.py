@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 import attrs
-import numpy as np
 
 import simclock
 from engines import Journal, LifecycleEvent, RequestTrace
@@ -622,11 +621,9 @@ def _summary(
     # A gap is > 0 exactly when its value in milliseconds is.
     values_ns, weights = columns.gap_runs()
     values_ms = values_ns / _NS_PER_MS
-    itl = Distribution._of(np.repeat(values_ms, weights), owned=True)
+    itl = Distribution._of_runs(values_ms, weights)
     positive = values_ms > 0
-    per_user = Distribution._of(
-        np.repeat(1000.0 / values_ms[positive], weights[positive]), owned=True
-    )
+    per_user = Distribution._of_runs(1000.0 / values_ms[positive], weights[positive])
 
     # every distribution of the table; those without a column are the pooled ones above
     pooled = {"itl_ms": itl, "output_tokens_per_s_per_user": per_user}

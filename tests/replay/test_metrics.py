@@ -6,8 +6,11 @@ import math
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from replay import SLO, Distribution, SLOError
+from replay._metrics import _tied_percentiles
 
 
 def test_distribution_of_four_values_matches_hand_computed_statistics() -> None:
@@ -59,6 +62,56 @@ def test_empty_distribution_has_count_zero_and_no_statistics() -> None:
 def test_distribution_rejects_non_finite_values() -> None:
     with pytest.raises(ValueError, match=r"^Distribution.of: every value must be finite$"):
         Distribution.of([1.0, float("nan")])
+
+
+def _runs_and_repeated(values: list[float], weights: list[int]) -> tuple[dict, dict]:
+    v = np.asarray(values, dtype=np.float64)
+    w = np.asarray(weights, dtype=np.int64)
+    runs = Distribution._of_runs(v, w).as_dict()
+    spelled = Distribution._of(np.repeat(v, w), owned=True).as_dict()
+    return runs, spelled
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([0.0, -0.0, 0.1, 10.0, 10.0 / 3, 50.0, 60.0, 1e6]),
+            st.integers(min_value=0, max_value=400),
+        ),
+        min_size=1,
+        max_size=40,
+    )
+)
+def test_a_distribution_of_weighted_runs_equals_the_one_of_the_runs_spelled_out(
+    runs: list[tuple[float, int]],
+) -> None:
+    # few distinct values and heavy weights: percentiles read off the runs; ranks that
+    # fall between two values go to numpy; both must give the very same floats
+    got, expected = _runs_and_repeated([v for v, _ in runs], [w for _, w in runs])
+    assert got == expected
+    assert [math.copysign(1.0, x) if x is not None else None for x in got.values()] == [
+        math.copysign(1.0, x) if x is not None else None for x in expected.values()
+    ]
+
+
+def test_weighted_runs_read_percentiles_from_ties_and_fall_back_between_values() -> None:
+    # 99 gaps of 10 and one of 60: every rank's neighbours tie except p99's (98.01)
+    tied, spelled = _runs_and_repeated([10.0, 60.0, 10.0], [50, 1, 49])
+    assert tied == spelled
+    assert (tied["p50"], tied["p95"]) == (10.0, 10.0)
+    assert 10.0 < tied["p99"] < 60.0  # numpy's interpolation, on the runs spelled out
+    assert _tied_percentiles(np.asarray([10.0, 60.0]), np.asarray([99, 1]), 100) is None
+    assert _tied_percentiles(np.asarray([10.0, 60.0]), np.asarray([980, 20]), 1000) == [
+        10.0,
+        10.0,
+        10.0,
+        10.0,
+        60.0,
+    ]
+    with pytest.raises(ValueError, match="finite"):
+        Distribution._of_runs(np.asarray([1.0, math.nan]), np.asarray([2, 1]))
+    assert Distribution._of_runs(np.asarray([math.nan]), np.asarray([0])).count == 0
 
 
 def test_slo_parse_reads_every_key_in_milliseconds() -> None:
