@@ -218,7 +218,9 @@ class BlockKeyer:
     # is in ``_keys``; a pair (k, content id) with k one of the first length - 1 numbers is
     # interned as k + 1 (see _inner). Starts are ascending (new keys only grow).
     _span_starts: list[int] = attrs.field(factory=list, init=False, repr=False)
-    _span_ids: list[tuple[int, int]] = attrs.field(factory=list, init=False, repr=False)
+    # each span's length (blocks per content id) and content id
+    _span_lengths: list[int] = attrs.field(factory=list, init=False, repr=False)
+    _span_cids: list[int] = attrs.field(factory=list, init=False, repr=False)
     # the keys of the spans after their first (the keys held outside the table)
     _span_inner: int = attrs.field(default=0, init=False, repr=False)
 
@@ -254,8 +256,7 @@ class BlockKeyer:
         i = bisect_right(starts, parent) - 1
         if i < 0:
             return None
-        length, cid = self._span_ids[i]
-        if parent - starts[i] < length - 1 and content == cid:
+        if parent - starts[i] < self._span_lengths[i] - 1 and content == self._span_cids[i]:
             return parent + 1
         return None
 
@@ -338,9 +339,10 @@ class BlockKeyer:
         if whole:
             a0 = whole[0]
             heads = contents[a0 : whole[-1] + 1 : per_id]
-            if set(map(type, heads)) == {int} and heads == contents[
-                a0 + per_id - 1 : whole[-1] + per_id : per_id
-            ]:
+            if (
+                set(map(type, heads)) == {int}
+                and heads == contents[a0 + per_id - 1 : whole[-1] + per_id : per_id]
+            ):
                 # every whole id holds the bare id in all its blocks (always, when E
                 # divides T): the ids' first blocks, in bulk
                 if a0 > j:
@@ -353,7 +355,8 @@ class BlockKeyer:
                 table.update(zip(pairs, starts, strict=True))
                 self._spans.setdefault(per_id, {}).update(zip(pairs, starts, strict=True))
                 self._span_starts.extend(starts)
-                self._span_ids.extend(zip(repeat(per_id), heads))  # type: ignore[arg-type]
+                self._span_lengths.extend(repeat(per_id, len(heads)))
+                self._span_cids.extend(heads)  # type: ignore[arg-type]
                 self._span_inner += len(starts) * (per_id - 1)
                 lo = whole[-1] + per_id
                 if lo < stop:
@@ -393,7 +396,10 @@ class BlockKeyer:
             stop: the number of keys ``keys`` holds afterwards.
             per_id: engine blocks per content id (``T / E``, at least 2).
         """
-        # the blocks interned before
+        # the blocks interned before: whole content ids whose span is known, one step each,
+        # then block by block from the first that is not (the walk of _walk_known)
+        if not len(keys) % per_id:
+            self._walk_spans(keys, ids, per_id, stop)
         self._walk_known(keys, ids, per_id, stop, per_id)
         j = len(keys)
         table = self._keys
@@ -422,11 +428,14 @@ class BlockKeyer:
         start = first + a0 - j
         starts = range(start, start + len(heads) * per_id, per_id)
         befores = [keys[a0 - 1] if a0 else ROOT_KEY, *range(start + per_id - 1, starts[-1], per_id)]
-        pairs = list(map(or_, map(lshift, befores, repeat(64)), map(and_, heads, repeat(_MASK64))))
+        # (content ids are int64: the mask leaves the non-negative ones as they are)
+        lows = heads if min(heads) >= 0 else list(map(and_, heads, repeat(_MASK64)))
+        pairs = list(map(or_, map(lshift, befores, repeat(64)), lows))
         table.update(zip(pairs, starts, strict=True))
         spans.update(zip(pairs, starts, strict=True))
         self._span_starts.extend(starts)
-        self._span_ids.extend(zip(repeat(per_id), heads))
+        self._span_lengths.extend(repeat(per_id, len(heads)))
+        self._span_cids.extend(heads)
         self._span_inner += len(starts) * (per_id - 1)
         if lo < stop:
             self._insert_id(table, keys, ids[lo // per_id], lo, stop)
@@ -502,6 +511,28 @@ class BlockKeyer:
                     return
             append(key)
             parent = key
+
+    def _walk_spans(self, keys: list[int], ids: Sequence[int], per_id: int, stop: int) -> None:
+        """Append the keys of whole content ids (blocks ``len(keys) ..``, a multiple of
+        ``per_id``, up to ``stop``) while their span is known: the steps :meth:`_walk_known`
+        takes over known spans, without its per-block work."""
+        spans = self._spans.get(per_id)
+        if not spans:
+            return
+        get = spans.get
+        parent = keys[-1] if keys else ROOT_KEY
+        extend = keys.extend
+        m = len(keys) // per_id
+        for content in ids[m : stop // per_id]:
+            span = get((parent << 64) | (content & _MASK64))
+            if span is None:
+                return
+            if type(span) is int:
+                parent = span + per_id - 1
+                extend(range(span, parent + 1))
+            else:
+                extend(span)  # type: ignore[arg-type]
+                parent = span[-1]  # type: ignore[index]
 
     def _walk_known(
         self, keys: list[int], contents: Sequence[Content], stride: int, stop: int, per_id: int
@@ -583,11 +614,11 @@ class BlockKeyer:
             live.update(donor[2])
         table = self._keys
         starts = self._span_starts
-        ids = self._span_ids
+        lengths = self._span_lengths
         # a live key inside a whole content id interned at once makes the id's first key live
         # (the keys before it in the span are its ancestors)
         for i, start in enumerate(starts):
-            if start not in live and not live.isdisjoint(range(start + 1, start + ids[i][0])):
+            if start not in live and not live.isdisjoint(range(start + 1, start + lengths[i])):
                 live.add(start)
         # Children are interned after their parents, and the table keeps interning order:
         # newest first, a live key's parent is reached after it. A parent inside a span
@@ -599,17 +630,18 @@ class BlockKeyer:
                 add(parent)
                 if starts:
                     i = bisect_right(starts, parent) - 1
-                    if i >= 0 and 0 < parent - starts[i] < ids[i][0]:
+                    if i >= 0 and 0 < parent - starts[i] < lengths[i]:
                         add(starts[i])
         kept = {pair: key for pair, key in table.items() if key in live}
         self._forgotten += len(table) - len(kept)
         self._keys = kept
         whole = [i for i, start in enumerate(starts) if start in live]
-        inner = sum(ids[i][0] - 1 for i in whole)
+        inner = sum(lengths[i] - 1 for i in whole)
         self._forgotten += self._span_inner - inner
         self._span_inner = inner
         self._span_starts = [starts[i] for i in whole]
-        self._span_ids = [ids[i] for i in whole]
+        self._span_lengths = [lengths[i] for i in whole]
+        self._span_cids = [self._span_cids[i] for i in whole]
         for per_id, spans in self._spans.items():
             # a span whose last key is kept is kept whole (its other keys are ancestors)
             self._spans[per_id] = {
@@ -643,7 +675,8 @@ class BlockKeyer:
         full = min(request.input_length // block_size, len(keys))
         if full == 0 or not request.hash_ids.size:
             return
-        donor = (request.block_size, request.hash_ids, list(keys[:full]))
+        held = keys[:full]
+        donor = (request.block_size, request.hash_ids, held if type(held) is list else list(held))
         donors = self._donors
         for tag in self._donor_tags(request):
             donors.pop((block_size, tag), None)  # the newest donor goes last

@@ -316,5 +316,6 @@ def test_extend_ids_leaves_the_keyer_as_extend_with_every_block_spelled_out(
         assert list(by_ids._keys.items()) == list(by_blocks._keys.items())
         assert by_ids._spans == by_blocks._spans
         assert by_ids._span_starts == by_blocks._span_starts
-        assert by_ids._span_ids == by_blocks._span_ids
+        assert by_ids._span_lengths == by_blocks._span_lengths
+        assert by_ids._span_cids == by_blocks._span_cids
         assert len(by_ids) == len(by_blocks) and by_ids.held == by_blocks.held
