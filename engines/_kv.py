@@ -9,8 +9,9 @@ tail, allocation takes the head, so cached blocks are evicted least recently rel
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from itertools import repeat
+from operator import itemgetter
 
 from simclock import InternalError
 
@@ -577,8 +578,9 @@ class KVCache:
             self._release_linking(blocks)
             return
         ref = self.ref
+        counts: Sequence[int]
         try:
-            counts = list(map(ref.__getitem__, blocks))
+            counts = itemgetter(*blocks)(ref) if len(blocks) > 1 else [ref[b] for b in blocks]
         except IndexError:  # a block never taken: the loop below reports it
             counts = []
         freed: list[int] = []
