@@ -356,9 +356,7 @@ class MacroRun:
         if passes < MIN_RUN_PASSES:
             return None
         e = core.block_size
-        events, allocs = _decode_block_steps(
-            core, decodes, c0, [min(d, passes) for d in remaining]
-        )
+        events, allocs = _decode_block_steps(core, decodes, c0, [min(d, passes) for d in remaining])
         chunk_ends = list(accumulate(shares, initial=chunk.num_computed))
         held = len(chunk.blocks)
         for i in range(passes):
@@ -505,10 +503,7 @@ class MacroRun:
         while True:
             # ``passes`` may shrink while a commit runs (an input truncates the run)
             passes = self.passes
-            if include_end:
-                target_commit = bisect_right(ends, now_ns, 0, passes)
-            else:
-                target_commit = bisect_left(ends, now_ns, 0, passes)
+            target_commit = _count_before(ends, now_ns, passes, include_end)
             first = self.committed
             if first >= target_commit:
                 break
@@ -527,10 +522,7 @@ class MacroRun:
             self._commit_finishing(finish)
             self._publish(ends[finish])
         passes = self.passes
-        if include_start:
-            target_sched = bisect_right(starts, now_ns, 0, passes)
-        else:
-            target_sched = bisect_left(starts, now_ns, 0, passes)
+        target_sched = _count_before(starts, now_ns, passes, include_start)
         if self.scheduled < target_sched:
             self._schedule(target_sched)
 
@@ -654,3 +646,19 @@ class MacroRun:
             core.commit(plan)
         self._batch = [j for j in self._batch if seqs[j].state == RUNNING]
         self.committed = i + 1
+
+
+def _count_before(instants: Sequence[int], now_ns: int, hi: int, inclusive: bool) -> int:
+    """How many of ``instants[:hi]`` (ascending) are before ``now_ns``, or at it when
+    ``inclusive``: ``bisect_right`` / ``bisect_left``, worked out for a range of instants
+    (a run whose passes all take the same time) instead of searched."""
+    if type(instants) is not range:
+        if inclusive:
+            return bisect_right(instants, now_ns, 0, hi)
+        return bisect_left(instants, now_ns, 0, hi)
+    offset = now_ns - instants.start
+    if offset < 0:
+        return 0
+    step = instants.step  # > 0: instants ascend
+    n = offset // step + 1 if inclusive else -(-offset // step)
+    return n if n < hi else hi
