@@ -3,15 +3,17 @@ built from token-time runs, are the differences of the instants themselves."""
 
 from __future__ import annotations
 
+import attrs
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from engines import RequestTrace, TokenTimes
-from loadgen import Request
+from loadgen import Identity, Request
 from replay import SLO
 from replay._columns import RequestColumns
-from replay._records import Settled, build_record, build_records
+from replay._records import RequestRecord, Settled, build_record, build_records
 
 from .fakes import MS, FakeAdmission, FakeTrace, completed
 
@@ -102,3 +104,29 @@ def test_rows_are_read_back_column_by_column() -> None:
     assert measured.tolist() == completed_mask.tolist() == [True, True, True]
     assert columns.status_counts()["completed"] == 3
     assert columns.span(measured=True) == 80 * MS
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(_instants, max_size=4), st.sampled_from(["measure", "primer"]))
+def test_a_built_record_is_the_record_its_constructor_makes_from_its_values(
+    instants: list[list[int]], phase: str
+) -> None:
+    # records are filled with plain stores (loadgen._blank): the result must be a
+    # RequestRecord itself, equal to (and hashing as) the constructor's, every field set
+    identity = Identity(conversation_id="c", turn_index=2, phase=phase)
+    request = Request(
+        id="r0", input_length=5, output_length=2, block_size=64, hash_ids=[0], identity=identity
+    )
+    items = [
+        (request if i % 2 else None, _traced(f"r{i}", times, held=True), None)
+        for i, times in enumerate(instants)
+    ]
+    for settled in build_records(items, slo=SLO(e2e_ms=1.0)):  # type: ignore[arg-type]
+        record = settled.record
+        assert type(record) is RequestRecord
+        fields = {a.name: getattr(record, a.name) for a in attrs.fields(RequestRecord)}
+        made = RequestRecord(**fields)
+        assert record == made and hash(record) == hash(made)
+        assert attrs.asdict(record, recurse=False) == attrs.asdict(made, recurse=False)
+        with pytest.raises(attrs.exceptions.FrozenInstanceError):
+            record.status = "failed"  # type: ignore[misc]
