@@ -107,13 +107,19 @@ class Distribution:
         sample = np.repeat(values, weights)
         if sample.size == 0:
             return cls(count=0)
-        if not bool(np.isfinite(values[weights > 0]).all()):
+        present = values[weights > 0]
+        if not bool(np.isfinite(present).all()):
             raise ValueError("Distribution.of: every value must be finite")
         mean = float(sample.mean())
         std = float(sample.std())
         q = _tied_percentiles(values, weights, sample.size)
-        low = float(sample.min())
-        high = float(sample.max())
+        # the extremes of the values present (numpy's choice between 0.0 and -0.0 is its own)
+        low = float(present.min())
+        high = float(present.max())
+        if low == 0.0:
+            low = float(sample.min())
+        if high == 0.0:
+            high = float(sample.max())
         if q is None:
             q = [float(x) for x in np.percentile(sample, PERCENTILES, overwrite_input=True)]
         del sample
