@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -18,7 +18,6 @@ import attrs
 import simclock
 from engines import RequestTrace, TokenTimes
 from loadgen import TERMINAL_STATUSES, Request, RequestOutcome, TerminalStatus, lineage_to_json
-from loadgen._blank import blank
 
 from ._metrics import SLO
 from ._token_times_ms import TokenTimesMs
@@ -190,7 +189,31 @@ class RequestRecord:
     token_time_runs_ns: tuple[tuple[int, int, int], ...] = attrs.field(default=(), repr=False)
 
 
-_BLANK_RECORD = blank(RequestRecord)
+class _RecordBeingBuilt(RequestRecord):
+    """A :class:`RequestRecord` being built: it adds no slot and stores its fields plainly
+    (a store the interpreter specialises, not a call through each slot's descriptor), then
+    is given ``RequestRecord`` as its class, which CPython allows because the layouts are the
+    same: the technique of ``loadgen``'s readers (``bench/read.py`` measures it)."""
+
+    __slots__ = ()
+    __setattr__ = object.__setattr__
+    __delattr__ = object.__delattr__
+    __init__ = object.__init__
+
+
+def _blank_record() -> Callable[[], Any] | None:
+    """:class:`_RecordBeingBuilt` (called, an empty instance), or None where the class
+    assignment is refused."""
+    make: Callable[[], Any] = _RecordBeingBuilt
+    probe = make()
+    try:
+        probe.__class__ = RequestRecord
+    except TypeError:  # pragma: no cover - CPython allows it
+        return None
+    return make
+
+
+_BLANK_RECORD = _blank_record()
 
 
 class _Fields:
@@ -389,7 +412,7 @@ def _build(
         if judge is not None:
             meets = judge.met(ttft_ms=ttft, tpot_ms=tpot, e2e_ms=e2e)
 
-    # Built with plain stores (loadgen._blank): the same record as ``RequestRecord(...)``
+    # Built with plain stores (_RecordBeingBuilt): the same record as ``RequestRecord(...)``
     # with these values, at a fifth of the cost of its per-field __init__.
     record: Any = _BLANK_RECORD() if _BLANK_RECORD is not None else _Fields()
     record.request_id = trace.request_id
