@@ -42,6 +42,7 @@ from simclock import InternalError
 from ._core import RUNNING, Pass
 from ._exceptions import PassTimingError
 from ._journal import EventKind
+from ._keys import OUTPUT_KEY_BASE
 from ._pass import DecodeRun, decode_run_times_ms
 from ._tokentimes import arithmetic_runs
 
@@ -586,7 +587,10 @@ class MacroRun:
                     # up to ``end`` is full: EngineCore.cache_full, inlined
                     k = s.nkeyed
                     keys = s.keys
-                    if len(keys) < full:
+                    have = len(keys)
+                    if have == full - 1:  # the block just filled: its output key, appended
+                        keys.append(OUTPUT_KEY_BASE + (s.serial << 32) + have)
+                    elif have < full:
                         core.extend_keys(s, full)
                     if full - k == 1:
                         kv.register(blocks[k], keys[k])
