@@ -588,7 +588,8 @@ class MacroRun:
                     k = s.nkeyed
                     keys = s.keys
                     have = len(keys)
-                    if have == full - 1:  # the block just filled: its output key, appended
+                    if have == full - 1:
+                        # the block just filled: output_key(s.serial, have), inlined
                         keys.append(OUTPUT_KEY_BASE + (s.serial << 32) + have)
                     elif have < full:
                         core.extend_keys(s, full)

@@ -67,10 +67,13 @@ class Distribution:
         return cls._of(sample, owned=False)
 
     @classmethod
-    def _of(cls, sample: FloatArray, *, owned: bool) -> Distribution:
+    def _of(
+        cls, sample: FloatArray, *, owned: bool, percentiles: list[float] | None = None
+    ) -> Distribution:
         """:meth:`of` a float64 array; an ``owned`` one (a temporary nobody else reads) is
         partitioned in place for its percentiles, after its mean and deviation are taken
-        (their sums follow the array's order), instead of being copied first."""
+        (their sums follow the array's order), instead of being copied first.
+        ``percentiles``, when given, are the sample's (see :meth:`_of_runs`)."""
         if sample.size == 0:
             return cls(count=0)
         if not bool(np.isfinite(sample).all()):
@@ -79,52 +82,11 @@ class Distribution:
         std = float(sample.std())
         low = float(sample.min())
         high = float(sample.max())
-        q = np.percentile(sample, PERCENTILES, overwrite_input=owned)
+        q = percentiles
+        if q is None:
+            q = [float(x) for x in np.percentile(sample, PERCENTILES, overwrite_input=owned)]
         return cls(
             count=int(sample.size),
-            mean=mean,
-            std=std,
-            min=low,
-            max=high,
-            p50=float(q[0]),
-            p75=float(q[1]),
-            p90=float(q[2]),
-            p95=float(q[3]),
-            p99=float(q[4]),
-        )
-
-    @classmethod
-    def _of_runs(cls, values: FloatArray, weights: npt.NDArray[np.int64]) -> Distribution:
-        """:meth:`of` the sample that holds ``values[i]`` ``weights[i]`` times, in order
-        (``np.repeat(values, weights)``), with exactly the same results.
-
-        Mean and deviation are taken over the sample spelled out (their sums follow its
-        order). A percentile is read off the sorted runs when the order statistics around
-        its rank (the one below to the two above, which covers numpy's rounding of the rank)
-        are all one value: interpolating between equal values gives that value whatever the
-        weights. Otherwise every percentile comes from numpy on the sample.
-        """
-        sample = np.repeat(values, weights)
-        if sample.size == 0:
-            return cls(count=0)
-        present = values[weights > 0]
-        if not bool(np.isfinite(present).all()):
-            raise ValueError("Distribution.of: every value must be finite")
-        mean = float(sample.mean())
-        std = float(sample.std())
-        q = _tied_percentiles(values, weights, sample.size)
-        # the extremes of the values present (numpy's choice between 0.0 and -0.0 is its own)
-        low = float(present.min())
-        high = float(present.max())
-        if low == 0.0:
-            low = float(sample.min())
-        if high == 0.0:
-            high = float(sample.max())
-        if q is None:
-            q = [float(x) for x in np.percentile(sample, PERCENTILES, overwrite_input=True)]
-        del sample
-        return cls(
-            count=int(weights.sum()),
             mean=mean,
             std=std,
             min=low,
@@ -135,6 +97,21 @@ class Distribution:
             p95=q[3],
             p99=q[4],
         )
+
+    @classmethod
+    def _of_runs(cls, values: FloatArray, weights: npt.NDArray[np.int64]) -> Distribution:
+        """:meth:`of` the sample that holds ``values[i]`` ``weights[i]`` times, in order
+        (``np.repeat(values, weights)``), with exactly the same results.
+
+        The statistics are those of the sample spelled out, but for the percentiles: each is
+        read off the sorted runs when the order statistics around its rank (the one below to
+        the two above, which covers numpy's rounding of the rank) are all one value, as
+        interpolating between equal values gives that value whatever the weights. Otherwise
+        every percentile comes from numpy on the sample.
+        """
+        sample = np.repeat(values, weights)
+        q = _tied_percentiles(values, weights, sample.size) if sample.size else None
+        return cls._of(sample, owned=True, percentiles=q)
 
     def as_dict(self) -> dict[str, int | float | None]:
         """Return the statistics as a plain dict, in attribute order."""
