@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import csv
 import io
-import itertools
 import json
 import math
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import BinaryIO, Literal
 
 import numpy as np
+import numpy.typing as npt
 
 import simclock
 
@@ -277,7 +277,7 @@ class _Arrays:
         self.errors: list[str] = []
         self.failed = 0
         # token instants (ms) of the completed requests, and their (start, end) in ms
-        self._tokens: list[list[float]] = []
+        self._tokens: list[npt.NDArray[np.float64]] = []
         self._spans: list[tuple[float, float]] = []
 
     @classmethod
@@ -308,7 +308,8 @@ class _Arrays:
             raise simclock.InternalError(f"request {line['request_id']!r} has no latency")
         self.output_lens.append(len(times))
         self.ttfts.append(ttft / _MS_PER_S)
-        self.itls.append([(b - a) / _MS_PER_S for a, b in itertools.pairwise(times)])
+        # (b - a) / 1000 for each pair of consecutive instants: the same float64 operations
+        self.itls.append((np.diff(times) / _MS_PER_S).tolist())
         self.latencies.append(e2e / _MS_PER_S)
         self.errors.append("")
         self._tokens.append(times)
@@ -320,12 +321,12 @@ class _Arrays:
         if not self._spans:
             return 0.0
         start = min(s for s, _ in self._spans)
-        counts: dict[int, int] = {}
-        for times in self._tokens:
-            for t in times:
-                bucket = int((t - start) / _MS_PER_S)
-                counts[bucket] = counts.get(bucket, 0) + 1
-        return float(max(counts.values(), default=0))
+        times = np.concatenate(self._tokens)
+        if not times.size:
+            return 0.0
+        # each instant's bucket is int((t - start) / 1000): truncated toward zero, as int() does
+        buckets = ((times - start) / _MS_PER_S).astype(np.int64)
+        return float(np.unique(buckets, return_counts=True)[1].max())
 
     def max_concurrent_requests(self) -> int:
         """vLLM's peak concurrency: the most completed requests in flight at once over
@@ -347,17 +348,21 @@ def peak_overlap(starts: Sequence[float] | np.ndarray, ends: Sequence[float] | n
     return int(max(0, np.cumsum(deltas[order]).max()))
 
 
-def _token_times_ms(line: Mapping[str, object]) -> list[float]:
-    """The token instants of a ``requests.jsonl`` line, in ms, whichever way it holds them."""
+def _token_times_ms(line: Mapping[str, object]) -> npt.NDArray[np.float64]:
+    """The token instants of a ``requests.jsonl`` line, in ms, whichever way it holds them
+    (a run ``[start, step, count]`` stands for ``start + step * k``, ``k < count``, in float64)."""
     full = line.get("token_times_ms")
     if isinstance(full, list):
-        return [float(t) for t in full]
+        return np.array(full, dtype=np.float64)
     runs = line.get("token_time_runs_ms")
     if isinstance(runs, list):
-        out: list[float] = []
-        for start, step, count in runs:
-            out.extend(start + step * k for k in range(count))
-        return out
+        return np.concatenate(
+            [
+                float(start) + float(step) * np.arange(count, dtype=np.float64)
+                for start, step, count in runs
+            ]
+            or [np.empty(0)]
+        )
     raise ValueError(
         f"vllm export: request {line['request_id']!r} has no token times "
         "(requests.jsonl was written with token_times none)"

@@ -4,15 +4,24 @@
 from __future__ import annotations
 
 import csv
+import itertools
 import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from loadgen import open_binary
 from replay import EXPORT_FILES, OUTPUT_FILES, format_table, write_outputs
 from replay._cli import EXIT_OK, main
-from replay._export import CSV_COLUMNS, peak_overlap, request_lines, vllm_bench_json
+from replay._export import (
+    CSV_COLUMNS,
+    _Arrays,
+    peak_overlap,
+    request_lines,
+    vllm_bench_json,
+)
 from tests.datasets import MOONCAKE
 
 from .mooncake_e2e import replay as mooncake_replay
@@ -315,3 +324,65 @@ def test_a_run_built_in_python_names_only_what_it_knows() -> None:
     assert "Scheduler:" not in table
     assert "Load:                                    workload timestamps\n" in table
     assert "Engine 0 utilisation (%):" in table
+
+
+def _spelled_out(line: dict[str, object]) -> list[float]:
+    """The token instants of a line, one Python operation per instant (the oracle)."""
+    full = line.get("token_times_ms")
+    if isinstance(full, list):
+        return [float(t) for t in full]
+    out: list[float] = []
+    for start, step, count in line["token_time_runs_ms"]:  # type: ignore[attr-defined]
+        out.extend(start + step * k for k in range(count))
+    return out
+
+
+_instant = st.floats(min_value=0.0, max_value=1e7, allow_nan=False)
+_runs = st.lists(
+    st.tuples(
+        _instant | st.integers(0, 10**7),
+        st.floats(min_value=0.0, max_value=5e3) | st.integers(0, 5000),
+        st.integers(0, 40),
+    ).map(list),
+    max_size=4,
+)
+
+
+@given(
+    st.lists(
+        st.tuples(_instant, st.lists(_instant, max_size=30) | _runs),
+        min_size=1,
+        max_size=12,
+    )
+)
+@settings(max_examples=200, deadline=None)
+def test_vllm_arrays_equal_their_per_instant_arithmetic(
+    rows: list[tuple[float, list[object]]],
+) -> None:
+    """The per-request gaps and the peak output rate of ``vllm_bench.json``, worked out on
+    whole arrays, are the floats of the per-instant Python arithmetic."""
+    lines: list[dict[str, object]] = []
+    for i, (arrival, times) in enumerate(rows):
+        runs = bool(times) and isinstance(times[0], list)
+        lines.append(
+            {
+                "request_id": f"r{i}",
+                "status": "completed",
+                "input_length": 1,
+                "arrival_ms": arrival,
+                "ttft_ms": 1.0,
+                "e2e_ms": 2.0,
+                "token_time_runs_ms" if runs else "token_times_ms": times,
+            }
+        )
+    arrays = _Arrays.of(lines)
+    start = min(arrival for arrival, _ in rows)
+    counts: dict[int, int] = {}
+    for line, itls in zip(lines, arrays.itls, strict=True):
+        instants = _spelled_out(line)
+        assert itls == [(b - a) / 1000.0 for a, b in itertools.pairwise(instants)]
+        for t in instants:
+            bucket = int((t - start) / 1000.0)
+            counts[bucket] = counts.get(bucket, 0) + 1
+    assert arrays.output_lens == [len(_spelled_out(line)) for line in lines]
+    assert arrays.max_output_tokens_per_s() == float(max(counts.values(), default=0))
