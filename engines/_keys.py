@@ -312,7 +312,8 @@ class BlockKeyer:
 
         Args:
             keys: the keys of blocks ``0 .. len(keys) - 1``, extended in place.
-            contents: block contents, indexed by block (at least ``stop`` of them).
+            contents: block contents, indexed by block (at least ``stop`` of them; those
+                of blocks ``0 .. len(keys) - 1`` are not read).
             stop: the number of keys ``keys`` holds afterwards.
             per_id: as for :meth:`known`: the content ids whose blocks are all new are
                 remembered for its walks.
@@ -379,7 +380,17 @@ class BlockKeyer:
             ids = request.hash_ids[: -(-full // per_id)].tolist()
             self.extend_ids(keys, ids, min(full, len(ids) * per_id), per_id)
             return
-        contents = prompt_contents(request.hash_ids.tolist(), t, request.input_length, block_size)
+        if t == block_size:
+            # a block per content id: only the blocks after the shared prefix are read, so
+            # only their ids are made Python ints (a long conversation's prompt is mostly
+            # the prefix its previous turn shares)
+            j = len(keys)
+            full = min(request.input_length // block_size, len(request.hash_ids))
+            contents: list[Content] = [0] * j
+            contents += request.hash_ids[j:full].tolist()
+        else:
+            ids = request.hash_ids.tolist()
+            contents = prompt_contents(ids, t, request.input_length, block_size)
         self.extend(keys, contents, len(contents), per_id)
 
     def extend_ids(self, keys: list[int], ids: Sequence[int], stop: int, per_id: int) -> None:
@@ -486,7 +497,8 @@ class BlockKeyer:
 
         Args:
             keys: the keys of blocks ``0 .. len(keys) - 1``, extended in place.
-            contents: block contents, indexed by block (at least ``stop`` of them).
+            contents: block contents, indexed by block (at least ``stop`` of them; those
+                of blocks ``0 .. len(keys) - 1`` are not read).
             stop: the block to stop before.
             per_id: ``T / E`` when every content id covers that many whole blocks (blocks
                 ``m * per_id ..`` all hold id ``m``); the walk then steps over a content

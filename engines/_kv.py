@@ -212,7 +212,11 @@ class KVCache:
 
     def can_allocate(self, hits: list[int], need: int, reserve: int = 0) -> bool:
         """Whether :meth:`allocate` would succeed (no side effects)."""
-        evictable = list(map(self.ref.__getitem__, hits)).count(0)
+        evictable: int
+        if len(hits) > 1:
+            evictable = itemgetter(*hits)(self.ref).count(0)
+        else:
+            evictable = int(bool(hits) and self.ref[hits[0]] == 0)
         return need + evictable + reserve <= self.free_count
 
     # -- mutations -------------------------------------------------------------------------
@@ -234,7 +238,7 @@ class KVCache:
         """
         ref = self.ref
         if hits:
-            refs = list(map(ref.__getitem__, hits))
+            refs = itemgetter(*hits)(ref) if len(hits) > 1 else (ref[hits[0]],)
             evictable = refs.count(0)
             if need + evictable + reserve > self.free_count:
                 return False

@@ -85,7 +85,10 @@ class PrefixCache(Mapping[int, int]):
         Entries of the dictionary are probed a slice of keys at a time (16, then twice as
         many each time) until the slice holding the first key missing there; a key found in
         a span takes, in one slice comparison, the keys after it that go on one by one
-        within the span (a chain cached at once), and probing starts again after them.
+        within the span (a chain cached at once), and probing starts again after them. At
+        the start and after a span, the first key alone is probed first: when the keys go
+        on in another span (as a conversation's turns do, each cached a chain at a time),
+        one probe finds that out instead of a slice.
         """
         single = self.single
         spans = bool(self.starts)
@@ -94,6 +97,12 @@ class PrefixCache(Mapping[int, int]):
         size = 16
         warm = False  # the slice before hit in the dictionary: this one likely does too
         while start < limit:
+            if not warm and spans and keys[start] not in single:
+                taken = self._take_span(keys, start, limit, out)
+                if not taken:
+                    break
+                start += taken
+                continue
             stop = min(limit, start + size)
             if warm and stop - start > 1:
                 try:

@@ -91,3 +91,28 @@ def test_donor_keys_equal_the_chain_walk_at_any_block_sizes(
     )
     bound = min(prompt_a, prompt_b, same * trace_block) // block_size
     assert len(shared) == bound
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    block=st.sampled_from([1, 16, 64]),
+    turns=st.lists(st.lists(st.integers(0, 5), min_size=1, max_size=8), min_size=1, max_size=5),
+    cut=st.integers(0, 63),
+)
+def test_a_conversation_keyed_a_block_per_content_id_has_the_keys_of_fresh_walks(
+    block: int, turns: list[list[int]], cut: int
+) -> None:
+    """With a block per content id (``E == T``) a turn reads only the ids after the prefix
+    its previous turn shares; its keys are still those of a fresh walk of its whole prompt."""
+    keyer = BlockKeyer()
+    walked = BlockKeyer()  # walks every prompt from its first block (no shared prefix)
+    ids: list[int] = []
+    for n, tail in enumerate(turns):
+        ids = ids + tail  # each turn's prompt goes on from the previous turn's
+        prompt = max(1, len(ids) * block - min(cut, block - 1))
+        turn = req(f"t{n}", prompt, 1, hash_ids=ids, trace_block=block)
+        keys = keyer.block_keys(turn, block)
+        whole: list[int] = []
+        walked.extend_prompt(whole, turn, block)
+        assert list(keys) == whole
+        assert len(keys) == prompt // block
