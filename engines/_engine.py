@@ -1130,11 +1130,9 @@ class EngineView:
             theirs = engine._known_keys(request, request.input_length // e)
             if theirs and theirs[0] == first:
                 best = max(best, _common_prefix(keys, theirs))
-        cache = core.kv.cache
-        n = best
-        while n < len(keys) and keys[n] in cache:
-            n += 1
-        return n
+        # and the keys cached now from there on (the cache's prefix lookup of the rest)
+        rest = keys[best:]
+        return best + len(core.kv.lookup_prefix(rest, len(rest)))
 
     @property
     def timing(self) -> TimingModel:
@@ -1212,14 +1210,27 @@ class EngineView:
         The count reflects the KV events published so far: blocks cached by a pass still in
         flight are not visible yet.
         """
-        self._engine._sync()
-        published = self._engine._published_keys()
-        n = 0
-        for key in block_keys:
-            if not published(key):
-                break
-            n += 1
-        return n
+        engine = self._engine
+        engine._sync()
+        kv = engine._core.kv
+        keys = list(block_keys)
+        pending = kv.pending_keys
+        if not pending or set(pending).isdisjoint(keys):
+            # as last published is as now for every one of these keys: the cache's own
+            # prefix lookup, which steps over chains cached at once
+            return len(kv.lookup_prefix(keys, len(keys)))
+        return overlap_by_key(engine._published_keys(), keys)
+
+
+def overlap_by_key(cached: Callable[[int], bool], keys: Sequence[int]) -> int:
+    """How many leading ``keys`` pass ``cached``, one key at a time (the straightforward
+    reading of :meth:`EngineView.prefix_overlap`)."""
+    n = 0
+    for key in keys:
+        if not cached(key):
+            break
+        n += 1
+    return n
 
 
 def _common_prefix(keys: list[int], other: Sequence[int]) -> int:

@@ -52,6 +52,7 @@ from engines import (
     gpu_spec,
     model_arch,
 )
+from engines._engine import overlap_by_key
 from loadgen import (
     ArrivalRule,
     Dep,
@@ -356,6 +357,74 @@ def test_a_policy_reading_prefix_overlaps_inside_runs_sees_the_same(
         lambda: Prober(instants=instants, grid_ns=grid, horizon_ns=2500 * MS),
         topology=topology,
     )
+
+
+class _OverlapChecker(Prober):
+    """A :class:`Prober` that also reads each prefix overlap one key at a time, as the
+    last publication has it (``engines._engine.overlap_by_key``), and checks that the
+    view's reading (the cache's prefix lookup when no key of the chain has a transition
+    pending) says the same."""
+
+    def _look(self, ctx: PolicyContext, tag: str, only: int | None = None) -> None:
+        for v in ctx.engines:
+            for r in self._received[-8:]:
+                keys = ctx.block_keys(r, v.block_size)
+                fast = v.prefix_overlap(keys)
+                engine = v._engine  # (the view has synced the engine)
+                pending = engine._core.kv.pending_keys
+                # reads where a key of the chain has a transition not yet published
+                self.pending_chains += not set(pending).isdisjoint(keys)
+                assert fast == overlap_by_key(engine._published_keys(), keys), tag
+        super()._look(ctx, tag, only)
+
+    pending_chains = 0
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    requests=request_lists(),
+    config=engine_configs(),
+    workers=st.integers(1, 3),
+    stepping=st.sampled_from(["macro", "pass"]),
+    grid=st.sampled_from([MS, 10 * MS]),
+)
+def test_prefix_overlap_reads_what_a_walk_of_the_published_keys_reads(
+    requests: list[Request], config: EngineConfig, workers: int, stepping: str, grid: int
+) -> None:
+    topology = Aggregated(workers=workers, engine=config, timing=TIMINGS[0]())
+    done = replay_once(
+        workload(requests),
+        lambda: _OverlapChecker(instants=(), grid_ns=grid, horizon_ns=2500 * MS),
+        stepping,
+        topology=topology,
+    )
+    # (a check that failed in the policy fails the run)
+    assert done.failure is None or done.failure_from in ("loadgen", "engines", "simclock"), (
+        done.failure
+    )
+
+
+def test_prefix_overlap_of_a_chain_with_transitions_pending_reads_the_published_keys() -> None:
+    # Long prompts computed two blocks a pass in macro runs: a read inside a run sees the
+    # blocks of the chunk in flight cached, but not yet published.
+    requests = [
+        req(f"p{i}", prompt=1200, output=40, at_ms=float(i), ids=_prefix_ids(1, 1200))
+        for i in range(3)
+    ]
+    topology = Aggregated(
+        workers=1,
+        engine=EngineConfig(num_blocks=400, block_size=64, max_num_batched_tokens=128),
+        timing=FixedTiming(prefill_ms=50.0, decode_ms=10.0),
+    )
+    made: list[_OverlapChecker] = []
+
+    def make() -> _OverlapChecker:
+        made.append(_OverlapChecker(instants=(), grid_ns=MS, horizon_ns=30 * S))
+        return made[-1]
+
+    done = replay_once(workload(requests), make, "macro", topology=topology)
+    assert done.failure is None, done.failure
+    assert made[0].pending_chains > 0
 
 
 def test_prefix_overlaps_change_inside_decode_runs_and_agree() -> None:
