@@ -440,10 +440,19 @@ class KVCache:
             run = runs[serial]
             k = min(rest, len(run))
             taken = run[:k]
-            for b in taken:
-                if key[b] != NO_KEY:
-                    self._evict(b)
-                ref[b] = 1
+            keys = itemgetter(*taken)(key) if k > 1 else (key[taken[0]],)
+            twins = self.twins
+            if twins and not twins.keys().isdisjoint(keys):
+                for b in taken:
+                    if key[b] != NO_KEY:
+                        self._evict(b)
+                    ref[b] = 1
+            else:
+                # no twin among them: each key leaves the cache, in the order taken
+                self._uncache(keys)
+                for b in taken:
+                    key[b] = NO_KEY
+                    ref[b] = 1
             blocks += taken
             if k == len(run):
                 del runs[serial]
@@ -463,6 +472,17 @@ class KVCache:
         self.key.extend([NO_KEY] * more)
         self._next.extend([-1] * more)
         self._prev.extend([UNLINKED] * more)
+
+    def _uncache(self, keys: Sequence[int]) -> None:
+        """:meth:`_evict`'s cache removals and transitions for blocks holding ``keys`` (in
+        that order; ``NO_KEY`` for a block caching nothing), none of them with a twin: the
+        caller clears the blocks' keys."""
+        held = keys if NO_KEY not in keys else [k for k in keys if k != NO_KEY]
+        if not held:
+            return
+        self.cache.remove_many(held)
+        self.pending_kinds.extend([False] * len(held))
+        self.pending_keys.extend(held)
 
     def _evict(self, b: int) -> None:
         k = self.key[b]

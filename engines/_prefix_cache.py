@@ -11,7 +11,7 @@ span in one slice comparison; removing a key from the middle of a span cuts it i
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from itertools import islice
 from operator import itemgetter
 
@@ -240,26 +240,64 @@ class PrefixCache(Mapping[int, int]):
         if self.single.pop(key, None) is None:
             self._cut(self._span_of(key), key)
 
-    def _cut(self, i: int, key: int) -> None:
-        """Take ``key`` out of span ``i``, leaving the keys before it and after it."""
+    def remove_many(self, keys: Sequence[int]) -> None:
+        """:meth:`remove` each of ``keys`` (distinct, every one cached).
+
+        Keys held in spans are taken out a stretch at a time: keys one apart (going up or
+        down, as a chain's blocks are freed last first) that lie in one span are cut out of
+        it in one step.
+        """
+        single = self.single
+        if single:
+            pop = single.pop
+            rest = [k for k in keys if pop(k, None) is None]
+        else:
+            rest = list(keys)
+        n = len(rest)
+        j = 0
+        while j < n:
+            first = rest[j]
+            m = 1
+            if j + 1 < n:
+                step = rest[j + 1] - first
+                if step == 1 or step == -1:
+                    m = 2
+                    while j + m < n and rest[j + m] - rest[j + m - 1] == step:
+                        m += 1
+            last = rest[j + m - 1]
+            lo, hi = (first, last) if first <= last else (last, first)
+            i = self._span_of(lo)
+            if i >= 0 and hi - self.starts[i] < self.lengths[i]:
+                self._cut(i, lo, hi)
+            else:  # the stretch runs over more than one span
+                for key in rest[j : j + m]:
+                    self._cut(self._span_of(key), key)
+            j += m
+
+    def _cut(self, i: int, key: int, hi: int | None = None) -> None:
+        """Take ``key`` (through ``hi``, when given: keys of span ``i``) out of span ``i``,
+        leaving the keys before and after them."""
         if i < 0:
             raise InternalError(f"key {key} is not cached")
+        if hi is None:
+            hi = key
         starts = self.starts
         firsts = self.firsts
         lengths = self.lengths
-        offset = key - starts[i]
-        after = lengths[i] - offset - 1
-        self.spanned -= 1
+        start = starts[i]
+        offset = key - start  # keys kept before
+        after = start + lengths[i] - 1 - hi  # keys kept after
+        self.spanned -= hi - key + 1
         if offset and after:
             lengths[i] = offset
-            starts.insert(i + 1, key + 1)
-            firsts.insert(i + 1, firsts[i] + offset + 1)
+            starts.insert(i + 1, hi + 1)
+            firsts.insert(i + 1, firsts[i] + hi + 1 - start)
             lengths.insert(i + 1, after)
         elif offset:
             lengths[i] = offset
         elif after:
-            starts[i] = key + 1
-            firsts[i] += 1
+            starts[i] = hi + 1
+            firsts[i] += hi + 1 - start
             lengths[i] = after
         else:
             del starts[i], firsts[i], lengths[i]

@@ -22,7 +22,7 @@ def _walk(model: dict[int, int], keys: list[int], limit: int) -> list[int]:
 
 cache_ops = st.lists(
     st.tuples(
-        st.sampled_from(["chain", "chain", "gappy", "one", "remove", "replace", "probe"]),
+        st.sampled_from(["chain", "chain", "gappy", "one", "remove", "replace", "probe", "evict"]),
         st.integers(0, 60),  # a key (or the first key of a chain)
         st.integers(1, 9),  # a length
         st.integers(0, 3),  # where blocks start / which key
@@ -69,6 +69,19 @@ def test_spans_read_as_a_dictionary_of_every_key(script: list[tuple[str, int, in
                 cache.replace(victim, next_block)
                 model[victim] = next_block
                 next_block += 1
+        elif op == "evict" and model:
+            # several keys at once, as the free queue evicts them: a stretch of keys in order,
+            # last first (a chain freed last first), or interleaved
+            cached = sorted(model)
+            at = key % len(cached)
+            victims = cached[at : at + length]
+            if choice % 2:
+                victims.reverse()
+            if choice == 2:
+                victims = victims[::2] + victims[1::2]
+            cache.remove_many(victims)
+            for victim in victims:
+                del model[victim]
         elif op == "probe":
             keys = list(range(key, key + length * 3))
             for limit in (0, 1, length, len(keys)):
