@@ -644,16 +644,18 @@ class BlockKeyer:
                     i = bisect_right(starts, parent) - 1
                     if i >= 0 and 0 < parent - starts[i] < lengths[i]:
                         add(starts[i])
-        kept = {pair: key for pair, key in table.items() if key in live}
+        # (the filters below run in C: an hour of traffic forgets millions of keys)
+        kept = dict(compress(table.items(), map(live.__contains__, table.values())))
         self._forgotten += len(table) - len(kept)
         self._keys = kept
-        whole = [i for i, start in enumerate(starts) if start in live]
-        inner = sum(lengths[i] - 1 for i in whole)
+        whole = list(map(live.__contains__, starts))  # the spans kept
+        kept_lengths = list(compress(lengths, whole))
+        inner = sum(kept_lengths) - len(kept_lengths)
         self._forgotten += self._span_inner - inner
         self._span_inner = inner
-        self._span_starts = [starts[i] for i in whole]
-        self._span_lengths = [lengths[i] for i in whole]
-        self._span_cids = [self._span_cids[i] for i in whole]
+        self._span_starts = list(compress(starts, whole))
+        self._span_lengths = kept_lengths
+        self._span_cids = list(compress(self._span_cids, whole))
         for per_id, spans in self._spans.items():
             # a span whose last key is kept is kept whole (its other keys are ancestors)
             self._spans[per_id] = {
