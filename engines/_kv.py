@@ -212,12 +212,12 @@ class KVCache:
 
     def can_allocate(self, hits: list[int], need: int, reserve: int = 0) -> bool:
         """Whether :meth:`allocate` would succeed (no side effects)."""
-        evictable: int
-        if len(hits) > 1:
-            evictable = itemgetter(*hits)(self.ref).count(0)
-        else:
-            evictable = int(bool(hits) and self.ref[hits[0]] == 0)
-        return need + evictable + reserve <= self.free_count
+        return need + self._refs(hits).count(0) + reserve <= self.free_count
+
+    def _refs(self, blocks: list[int]) -> Sequence[int]:
+        """The reference counts of ``blocks``, in order (read in one call when several)."""
+        ref = self.ref
+        return itemgetter(*blocks)(ref) if len(blocks) > 1 else [ref[b] for b in blocks]
 
     # -- mutations -------------------------------------------------------------------------
 
@@ -238,7 +238,7 @@ class KVCache:
         """
         ref = self.ref
         if hits:
-            refs = itemgetter(*hits)(ref) if len(hits) > 1 else (ref[hits[0]],)
+            refs = self._refs(hits)
             evictable = refs.count(0)
             if need + evictable + reserve > self.free_count:
                 return False
@@ -604,7 +604,7 @@ class KVCache:
         ref = self.ref
         counts: Sequence[int]
         try:
-            counts = itemgetter(*blocks)(ref) if len(blocks) > 1 else [ref[b] for b in blocks]
+            counts = self._refs(blocks)
         except IndexError:  # a block never taken: the loop below reports it
             counts = []
         freed: list[int] = []
