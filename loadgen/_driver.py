@@ -301,7 +301,8 @@ class Driver:
     _error: BaseException | None = attrs.field(default=None, init=False)
     _plays: list[_PlayRun] = attrs.field(factory=list, init=False)
     _starts: dict[str, int] = attrs.field(factory=dict, init=False)
-    _content_next: int = attrs.field(default=0, init=False)
+    # the first content id no request uses, worked out when a play first starts again
+    _content_next: int | None = attrs.field(default=None, init=False)
     _cursor: int = attrs.field(default=0, init=False)
     _sessions: list[_Session] = attrs.field(factory=list, init=False)
     _session_cursor: int = attrs.field(default=0, init=False)
@@ -335,17 +336,6 @@ class Driver:
         if mode.arrivals is not None and self.rng is None:
             raise WorkloadConfigError("arrivals: needs an rng (the run's 'driver' stream)")
         self._speedup = mode.speedup
-        top = 0
-        for play in self.workload.plays:
-            top = max(top, play.content_ids[1])
-        requests = self.workload.requests
-        if isinstance(requests, SyntheticRequests):
-            top = max(top, requests.content_ids_stop())
-        else:
-            for request in requests:
-                if request.hash_ids.size:
-                    top = max(top, int(request.hash_ids.max()) + 1)
-        self._content_next = top
         if mode.max_virtual_time_s is not None:
             self._deadline_ns = round(mode.max_virtual_time_s * 1e9)
         self._retime_roots()
@@ -671,6 +661,20 @@ class Driver:
         self._cutoff_ns = start_ns + round(profile.duration_s * 1e9)
         self._grace_end_ns = self._cutoff_ns + round(profile.grace_s * 1e9)
 
+    def _content_ids_stop(self) -> int:
+        """The first content id above every content id of the workload: a play started
+        again takes its content ids from there on (so no instance shares another's)."""
+        top = 0
+        for play in self.workload.plays:
+            top = max(top, play.content_ids[1])
+        requests = self.workload.requests
+        if isinstance(requests, SyntheticRequests):
+            return max(top, requests.content_ids_stop())
+        for request in requests:
+            if request.hash_ids.size:
+                top = max(top, int(request.hash_ids.max()) + 1)
+        return top
+
     def _start_play(
         self, play: Play, lane: int, now: int, *, snapshot_seed: int | None = None
     ) -> None:
@@ -679,7 +683,9 @@ class Driver:
         base: int | None = None
         if k > 0:
             base = self._content_next
-            self._content_next += play.content_ids[1] - play.content_ids[0]
+            if base is None:
+                base = self._content_ids_stop()
+            self._content_next = base + play.content_ids[1] - play.content_ids[0]
         requests = [self.workload.requests[i] for i in play.request_indices]
         renamed = instance_requests(requests, play, k, lane, base)
         instance_id = f"{play.id}#{k}"

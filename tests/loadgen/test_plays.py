@@ -50,6 +50,32 @@ def test_more_lanes_than_plays_start_second_instances_with_fresh_ids(tmp_path: P
     assert [p.instance_id for p in report.plays] == ["ex:A#0", "ex:A#1"]
 
 
+def test_later_instances_take_content_ids_above_every_id_of_the_workload(
+    tmp_path: Path,
+) -> None:
+    """A play started again takes fresh content ids from the first id no request of the
+    workload uses (worked out when it is first needed), one instance after the other."""
+    a = _play([_call(0, 1, size=128), _call(3, 1, size=192)], "A")
+    b = _play([_call(0, 1, size=256)], "B")
+    workload = _corpus(tmp_path, a, b)
+    top = max(int(r.hash_ids.max()) for r in workload.requests) + 1
+    seen: dict[str, list[int]] = {}
+
+    class Keeping(FakeRun):
+        def _submit(self, request: loadgen.Request) -> None:
+            seen[request.id] = request.hash_ids.tolist()
+            super()._submit(request)
+
+    Keeping(workload, mode=LoadMode(lanes=5)).run()
+    a_span = workload.plays[0].content_ids
+    b_span = workload.plays[1].content_ids
+    assert seen["ex:A#0/main/0"] == workload.requests[0].hash_ids.tolist()
+    # lanes 2..4 start A#1, B#1, A#2 at 0, in that order, each above the one before
+    assert seen["ex:A#1/main/0"][0] == top
+    assert seen["ex:B#1/main/0"][0] == top + a_span[1] - a_span[0]
+    assert seen["ex:A#2/main/0"][0] == top + (a_span[1] - a_span[0]) + (b_span[1] - b_span[0])
+
+
 def test_instance_rewrites_ids_lineage_and_content(tmp_path: Path) -> None:
     workload = _example_d(tmp_path)
     play = workload.plays[0]
