@@ -290,11 +290,11 @@ class KVCache:
         """Take the free blocks ``free`` out of the queue: in one step per queued run when
         they are runs' last blocks (:meth:`_unqueue_run`), else from the linked part, after
         linking the runs if some of them lie in one."""
-        if self._runs:
-            if self._unqueue_run(free):
-                return
-            if UNLINKED in map(self._prev.__getitem__, free):
-                self._link_runs()
+        if self._runs and self._unqueue_run(free):
+            return
+        self._cover_links()
+        if self._runs and UNLINKED in map(self._prev.__getitem__, free):
+            self._link_runs()
         if not (len(free) > 1 and self._unlink_run(free)):
             for b in free:
                 self._unlink(b)
@@ -346,6 +346,7 @@ class KVCache:
 
     def _link_runs(self) -> None:
         """Link the queued runs' blocks, in queue order, behind the linked part."""
+        self._cover_links()
         nxt = self._next
         prv = self._prev
         tail = self._tail
@@ -470,8 +471,18 @@ class KVCache:
         more = min(self.num_blocks, max(stop, 2 * size, 1024)) - size
         self.ref.extend([0] * more)
         self.key.extend([NO_KEY] * more)
-        self._next.extend([-1] * more)
-        self._prev.extend([UNLINKED] * more)
+        if self._prev:  # the links cover the per-block lists once a block was linked
+            self._next.extend([-1] * more)
+            self._prev.extend([UNLINKED] * more)
+
+    def _cover_links(self) -> None:
+        """Make the queue links cover the per-block lists (no block linked: ``-1`` and
+        :data:`UNLINKED`). They are left empty until a block is first linked into the queue:
+        a queue of released runs taken whole needs none."""
+        more = len(self.ref) - len(self._prev)
+        if more:
+            self._next.extend([-1] * more)
+            self._prev.extend([UNLINKED] * more)
 
     def _uncache(self, keys: Sequence[int]) -> None:
         """:meth:`_evict`'s cache removals and transitions for blocks holding ``keys`` (in
@@ -669,6 +680,7 @@ class KVCache:
         """:meth:`release` linking each freed block into the queue at once."""
         # One plain loop: per element, a subscript assignment in the loop body is several
         # times cheaper than a bulk ``map(list.__setitem__, ...)``.
+        self._cover_links()
         ref = self.ref
         nxt = self._next
         prv = self._prev
@@ -742,11 +754,16 @@ class KVCache:
         n = self.num_blocks
         t = self.touched
         size = len(self.ref)
-        if not (len(self.key) == len(self._next) == len(self._prev) == size >= t):
+        if not (len(self.key) == size >= t and len(self._next) == len(self._prev)):
             raise InternalError("per-block lists do not cover the touched blocks")
+        if len(self._prev) not in (0, size):
+            raise InternalError("the queue links cover some of the per-block lists only")
+        # links not made yet are those of blocks never linked
+        nxt = self._next or [-1] * size
+        prv = self._prev or [UNLINKED] * size
         beyond = range(t, size)
-        if any(self.ref[b] or self.key[b] != NO_KEY or self._next[b] != -1 for b in beyond) or any(
-            self._prev[b] != UNLINKED for b in beyond
+        if any(self.ref[b] or self.key[b] != NO_KEY or nxt[b] != -1 for b in beyond) or any(
+            prv[b] != UNLINKED for b in beyond
         ):
             raise InternalError("a block never taken has a count, a key or links")
         queued = self.free_blocks()
@@ -756,14 +773,13 @@ class KVCache:
         b = self._tail
         while b >= 0 and len(back) <= t:
             back.append(b)
-            b = self._prev[b]
+            b = prv[b]
         empties = self.empty or ()
         runs = self._runs
         in_runs = sum(map(len, runs.values()))
         linked = queued[n - t + len(empties) : len(queued) - in_runs]
         if back[::-1] != linked:
             raise InternalError("free queue links disagree")
-        prv = self._prev
         if {b for b in range(t) if prv[b] != UNLINKED} != set(linked):
             raise InternalError("a block outside the linked part of the queue has links")
         if not all(runs.values()) or self._run_of != {r[-1]: s for s, r in runs.items()}:

@@ -500,3 +500,33 @@ def test_a_free_hit_inside_a_queued_run_is_taken_out_of_the_linked_queue() -> No
         assert not kv._runs
         results.append((c, kv.free_blocks(), kv.ref_counts()))
     assert results[0] == results[1] == ([1, 2], [0], [0, 1, 1])
+
+
+def test_queue_links_are_made_when_a_block_is_first_linked() -> None:
+    """Runs taken whole or from their ends need no links, so the per-block link lists stay
+    empty; the first block linked (runs linked for a hit inside one) makes them cover every
+    per-block entry, and they grow with the other lists from then on."""
+    kv = KVCache(5000, 4)
+    a: list[int] = []
+    assert kv.allocate(a, [], 3)
+    kv.register_chain(a, [1, 2, 3])
+    kv.release(a)
+    b: list[int] = []
+    assert kv.allocate(b, kv.lookup_prefix([1, 2], 2), 1)
+    kv.release(b)
+    kv.check()
+    assert kv._next == kv._prev == []
+    # a hit inside a queued run (block 1 of the run 3, 1, 0 that b's release queued): the
+    # runs are linked
+    assert list(kv._runs.values())[-1] == [3, 1, 0]
+    c: list[int] = []
+    assert kv.allocate(c, [1], 0)
+    assert len(kv._next) == len(kv._prev) == len(kv.ref)
+    kv.check()
+    d: list[int] = []
+    assert kv.allocate(d, [], 3000)  # past the per-block lists: they all grow
+    assert len(kv._next) == len(kv._prev) == len(kv.ref) >= 3004
+    kv.release(d)
+    kv.release(c)
+    kv.check()
+    assert kv.free_count == 5000
