@@ -8,7 +8,10 @@ fixed pass timing 50/10 ms, engine blocks of 64 tokens, 1,000,000 KV blocks per 
 per-request records kept. simclock's figure is the process CPU time (``time.process_time``)
 of reading the trace plus ``replay.run``, with its modules loaded before; AISimulate's is the
 CPU time of its ``runner.run(spec)`` with per-request capture, which includes its own trace
-load (its modules and runner are made before). Each repetition runs simclock then
+load (its modules and runner are made before). Both read the same plain JSON-lines file: the
+shipped trace is xz-compressed, so it is decompressed once, untimed, before the repetitions
+(decompressing it costs about 18 ms of CPU, which simclock's figure included until
+2026-12-07). Each repetition runs simclock then
 AISimulate, each in a fresh process, so the two alternate on the machine; the script prints
 every repetition, the medians and the ratio (AISimulate CPU time / simclock CPU time: above 1
 means simclock is faster). With ``--stepping both`` it also runs
@@ -136,9 +139,10 @@ def main() -> None:
     if args.child:
         simclock_once(trace, args.child, args.digest)
         return
-    # AISimulate reads a plain file; the shipped trace may be compressed
+    # both simulators read the same plain file; the shipped trace is compressed
     with tempfile.TemporaryDirectory() as tmp:
-        plain = Path(tmp) / "trace.jsonl"
+        # the same name without the compression suffix: request ids begin with the file's stem
+        plain = Path(tmp) / trace.with_suffix("").name
         if trace.suffix in (".xz", ".gz"):
             import gzip
             import lzma
@@ -157,8 +161,9 @@ def _compare(args: argparse.Namespace, trace: Path, plain: Path) -> None:
     cpu: dict[str, list[float]] = {s: [] for s in [*steppings, "aisimulate"]}
     passes: dict[str, int] = {}
     digests: dict[str, set[str]] = {s: set() for s in steppings}
-    me = [sys.executable, str(Path(__file__).resolve()), "--trace", str(trace)]
-    print(f"trace {trace}; {WORKERS} workers, {KV_BLOCKS:,} blocks each, fixed 50/10 ms")
+    me = [sys.executable, str(Path(__file__).resolve()), "--trace", str(plain)]
+    print(f"trace {trace} (both read it as plain text)")
+    print(f"{WORKERS} workers, {KV_BLOCKS:,} blocks each, fixed 50/10 ms")
     if python is None:
         print("AISimulate not installed: timing simclock alone (see bench/README.md)")
     for rep in range(args.reps):
