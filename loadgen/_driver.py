@@ -178,26 +178,32 @@ class _Roots:
     """The roots of a timestamp run not yet released: no unit exists for them until then.
 
     ``due[k]`` is when ``positions[k]`` is due; both are sorted by due time, then position
-    (the order the units would have in the release queue). ``next`` is the first not taken.
+    (the order the units would have in the release queue). ``next`` is the first not taken;
+    ``head`` is ``due[next]`` as an int (None when every root is taken), read without numpy
+    by the driver's loop at every turn.
     """
 
     due: npt.NDArray[np.int64]
     positions: npt.NDArray[np.int64]
     next: int = 0
+    head: int | None = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._set_head()
+
+    def _set_head(self) -> None:
+        self.head = int(self.due[self.next]) if self.next < len(self.due) else None
 
     def __len__(self) -> int:
         return len(self.positions) - self.next
 
-    def head_ns(self) -> int | None:
-        """When the first root left is due, or None when none is left."""
-        return int(self.due[self.next]) if self.next < len(self.due) else None
-
     def take(self, now: int) -> list[int]:
         """The positions of the roots due by ``now``, taken out."""
+        head = self.head
+        if head is None or head > now:
+            return []
         start = self.next
         stop = int(np.searchsorted(self.due, now, side="right"))
-        if stop <= start:
-            return []
         self.next = stop
         taken: list[int] = self.positions[start:stop].tolist()
         if stop >= _COMPACT_ROOTS and 2 * stop >= len(self.due):
@@ -205,12 +211,14 @@ class _Roots:
             self.due = self.due[stop:].copy()
             self.positions = self.positions[stop:].copy()
             self.next = 0
+        self._set_head()
         return taken
 
     def drain(self) -> npt.NDArray[np.int64]:
         """The positions of every root left, taken out."""
         rest = self.positions[self.next :]
         self.next = len(self.positions)
+        self.head = None
         return rest
 
 
@@ -775,7 +783,7 @@ class Driver:
 
     def _next_due_ns(self) -> int | None:
         roots = self._roots
-        head = None if roots is None else roots.head_ns()
+        head = None if roots is None else roots.head
         if self._heap and (head is None or self._heap[0][0] < head):
             return self._heap[0][0]
         return head

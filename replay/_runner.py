@@ -517,7 +517,7 @@ class RunParts:
     def _check_done(self) -> None:
         if self.load.profile is not None:
             return  # a profile ends when the driver returns (see _driver_done)
-        if self.driver.finished and self._terminals == self._released:
+        if self._terminals == self._released and self.driver.finished:
             self._finish("done")
 
     def _finish(self, reason: StopReason) -> None:
