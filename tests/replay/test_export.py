@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import csv
+import functools
 import itertools
 import json
 from pathlib import Path
@@ -12,8 +13,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from loadgen import open_binary
-from replay import EXPORT_FILES, OUTPUT_FILES, format_table, write_outputs
+from loadgen import LoadMode, open_binary
+from policies import RoundRobin
+from replay import EXPORT_FILES, OUTPUT_FILES, ReplayResult, format_table, run, write_outputs
 from replay._cli import EXIT_OK, main
 from replay._export import (
     CSV_COLUMNS,
@@ -24,7 +26,23 @@ from replay._export import (
 )
 from tests.datasets import MOONCAKE
 
-from .mooncake_e2e import replay as mooncake_replay
+from .mooncake_e2e import SPEEDUP, TOPOLOGY, mooncake
+
+EXPORTED = 3_000
+
+
+@functools.cache
+def _mooncake_head() -> ReplayResult:
+    """The Mooncake trace's first 3,000 requests on the end-to-end set-up, round robin:
+    every request's token times are written out and read back (the whole trace's 4.1 M token
+    instants cost ten seconds of JSON text and show nothing more)."""
+    return run(
+        mooncake(),
+        topology=TOPOLOGY,
+        policy=RoundRobin(),
+        seed=2026,
+        load=LoadMode(speedup=SPEEDUP, max_requests=EXPORTED),
+    )
 
 
 def _mooncake_rows(count: int) -> str:
@@ -164,7 +182,8 @@ def test_requests_csv_has_one_row_per_request_with_the_scalar_fields(
 
 def test_exports_from_kept_records_equal_those_of_a_streamed_run(tmp_path: Path) -> None:
     # replay.run keeps the records; the command line streams them to requests.jsonl
-    result = mooncake_replay("round_robin")
+    result = _mooncake_head()
+    assert result.summary.completed == EXPORTED
     kept = tmp_path / "kept"
     write_outputs(result, kept, exports=("vllm", "csv"))
     lines = (kept / "requests.jsonl").read_text().splitlines()
@@ -297,7 +316,7 @@ def test_slo_in_vllms_goodput_form_before_the_trace(small_trace: Path, tmp_path:
 
 
 def test_write_outputs_refuses_an_unknown_export_before_writing(tmp_path: Path) -> None:
-    result = mooncake_replay("round_robin")
+    result = _mooncake_head()
     with pytest.raises(ValueError, match=r"^exports: unknown export 'xml'; known: vllm, csv$"):
         write_outputs(result, tmp_path / "o", exports=("xml",))  # type: ignore[arg-type]
     assert not (tmp_path / "o").exists()
@@ -319,7 +338,7 @@ def test_the_table_names_the_hardware_scheduler_and_load_and_labels_pd_engines(
 
 
 def test_a_run_built_in_python_names_only_what_it_knows() -> None:
-    table = format_table(mooncake_replay("round_robin"))
+    table = format_table(_mooncake_head())
     assert "GPU, model, TP:" not in table
     assert "Scheduler:" not in table
     assert "Load:                                    workload timestamps\n" in table
