@@ -340,7 +340,7 @@ class EngineCore:
         self.extend_keys(s, limit)
         # probes up to about the first miss: often most of a prompt's blocks are new, and
         # each probe of a large cache is a memory access
-        return self.kv.lookup_prefix(keys, min(limit, len(keys)))
+        return self.kv.lookup_prefix(keys, min(limit, len(keys)), chain=True)
 
     def cache_full(self, s: Seq, positions: int) -> None:
         """Key and register every block of ``s`` that ``positions`` scheduled makes full."""

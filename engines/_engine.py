@@ -566,7 +566,7 @@ class Engine:
         if limit <= 0:
             return []
         keys = self._known_keys(request, limit)
-        hits = self._core.kv.lookup_prefix(keys, len(keys))
+        hits = self._core.kv.lookup_prefix(keys, len(keys), chain=True)
         return keys[: len(hits)]
 
     def _hold_offers(self) -> None:
@@ -577,7 +577,7 @@ class Engine:
         for serial, hold in self._holds.items():
             if hold.blocks is not None:
                 continue
-            hits = kv.lookup_prefix(hold.keys, len(hold.keys))
+            hits = kv.lookup_prefix(hold.keys, len(hold.keys), chain=True)
             if len(hits) != len(hold.keys):
                 raise simclock.InternalError(
                     f"offer #{serial} on engine {self.index}: {len(hits)} of its "

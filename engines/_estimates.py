@@ -127,7 +127,7 @@ def _hit_positions(core: EngineCore, s: Seq) -> int:
     e = core.block_size
     keys = s.keys
     limit = min((s.prompt + s.num_output - 1) // e, len(keys))
-    return len(core.kv.lookup_prefix(keys, limit)) * e if limit > 0 else 0
+    return len(core.kv.lookup_prefix(keys, limit, chain=True)) * e if limit > 0 else 0
 
 
 def estimate_placement(

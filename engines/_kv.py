@@ -205,10 +205,11 @@ class KVCache:
             out.append(block)
         return out
 
-    def lookup_prefix(self, keys: list[int], limit: int) -> list[int]:
+    def lookup_prefix(self, keys: list[int], limit: int, *, chain: bool = False) -> list[int]:
         """:meth:`lookup` of ``keys[:limit]``, probing the cache in growing slices and
-        stepping over chains cached at once (:meth:`PrefixCache.lookup_prefix`)."""
-        return self.cache.lookup_prefix(keys, limit)
+        stepping over chains cached at once (:meth:`PrefixCache.lookup_prefix`; ``chain``:
+        the caller vouches that ``keys`` increase, as a sequence's block keys do)."""
+        return self.cache.lookup_prefix(keys, limit, chain=chain)
 
     def can_allocate(self, hits: list[int], need: int, reserve: int = 0) -> bool:
         """Whether :meth:`allocate` would succeed (no side effects)."""

@@ -79,7 +79,7 @@ class PrefixCache(Mapping[int, int]):
             return i
         return -1
 
-    def lookup_prefix(self, keys: list[int], limit: int) -> list[int]:
+    def lookup_prefix(self, keys: list[int], limit: int, *, chain: bool = False) -> list[int]:
         """The blocks caching the longest cached prefix of ``keys[:limit]``.
 
         Entries of the dictionary are probed a slice of keys at a time (16, then twice as
@@ -89,6 +89,12 @@ class PrefixCache(Mapping[int, int]):
         the start and after a span, the first key alone is probed first: when the keys go
         on in another span (as a conversation's turns do, each cached a chain at a time),
         one probe finds that out instead of a slice.
+
+        With ``chain``, the caller vouches that ``keys`` increase, as the keys of a sequence's
+        blocks do (a chained key is interned after its parent; output keys come after the
+        prompt's, in block order). Within a span, keys that increase go on one by one up to
+        a position exactly when the key there is the span's key for it, so how far they go
+        on is found from the last key, or by bisection, instead of a slice comparison.
         """
         single = self.single
         spans = bool(self.starts)
@@ -98,7 +104,7 @@ class PrefixCache(Mapping[int, int]):
         warm = False  # the slice before hit in the dictionary: this one likely does too
         while start < limit:
             if not warm and spans and keys[start] not in single:
-                taken = self._take_span(keys, start, limit, out)
+                taken = self._take_span(keys, start, limit, out, chain)
                 if not taken:
                     break
                 start += taken
@@ -125,7 +131,7 @@ class PrefixCache(Mapping[int, int]):
             start += miss
             if not spans:
                 break
-            taken = self._take_span(keys, start, limit, out)
+            taken = self._take_span(keys, start, limit, out, chain)
             if not taken:
                 break
             start += taken
@@ -133,15 +139,34 @@ class PrefixCache(Mapping[int, int]):
             warm = False
         return out
 
-    def _take_span(self, keys: list[int], j: int, limit: int, out: list[int]) -> int:
+    def _take_span(
+        self, keys: list[int], j: int, limit: int, out: list[int], chain: bool = False
+    ) -> int:
         """Append the blocks of ``keys[j:]`` that a span holds one after the other, from
-        ``keys[j]`` on (at most ``limit - j``); return how many."""
+        ``keys[j]`` on (at most ``limit - j``); return how many. With ``chain``, ``keys``
+        increase (see :meth:`lookup_prefix`)."""
         key = keys[j]
         i = self._span_of(key)
         if i < 0:
             return 0
         offset = key - self.starts[i]
         avail = min(self.lengths[i] - offset, limit - j)
+        if chain:
+            if avail > 1 and keys[j + avail - 1] != key + avail - 1:
+                # keys[j + m] == key + m holds for m = 0 and not at the end, and once it
+                # fails it fails from there on: the last m where it holds, by bisection
+                lo = 0
+                hi = avail - 1
+                while hi - lo > 1:
+                    mid = (lo + hi) // 2
+                    if keys[j + mid] == key + mid:
+                        lo = mid
+                    else:
+                        hi = mid
+                avail = lo + 1
+            first = self.firsts[i] + offset
+            out += range(first, first + avail)
+            return avail
         want = range(key, key + avail)
         if keys[j : j + avail] != list(want):
             avail = 1

@@ -84,8 +84,16 @@ def test_spans_read_as_a_dictionary_of_every_key(script: list[tuple[str, int, in
                 del model[victim]
         elif op == "probe":
             keys = list(range(key, key + length * 3))
+            # keys that increase with gaps (a chain leaving a span before its end)
+            gappy = [k for i, k in enumerate(keys) if (i + 1) % (choice + 2)]
             for limit in (0, 1, length, len(keys)):
-                assert cache.lookup_prefix(keys, limit) == _walk(model, keys, limit)
+                walked = _walk(model, keys, limit)
+                assert cache.lookup_prefix(keys, limit) == walked
+                assert cache.lookup_prefix(keys, limit, chain=True) == walked
+                limit = min(limit, len(gappy))
+                walked = _walk(model, gappy, limit)
+                assert cache.lookup_prefix(gappy, limit) == walked
+                assert cache.lookup_prefix(gappy, limit, chain=True) == walked
             assert cache.meets_chain(keys) == any(k in model for k in keys)
         cache.check()
         assert dict(cache) == model
@@ -93,6 +101,9 @@ def test_spans_read_as_a_dictionary_of_every_key(script: list[tuple[str, int, in
         assert all(cache.get(k) == b and k in cache for k, b in model.items())
         probe = sorted(model)
         assert cache.lookup_prefix(probe, len(probe)) == _walk(model, probe, len(probe))
+        assert cache.lookup_prefix(probe, len(probe), chain=True) == _walk(
+            model, probe, len(probe)
+        )
     assert "a string" not in cache and cache.get(-1) is None
 
 
@@ -170,6 +181,8 @@ def test_chains_registered_at_once_are_keys_registered_one_by_one(
             for i, (pool, held) in enumerate(zip(pools, owners, strict=True)):
                 hits = pool.lookup_prefix(keys, len(keys)) if op == "turn" else []
                 assert hits == pool.lookup(keys)[: len(hits)]
+                if op == "turn":
+                    assert pool.lookup_prefix(keys, len(keys), chain=True) == hits
                 need = len(keys) - len(hits)
                 if not pool.can_allocate(hits, need):
                     break
