@@ -12,12 +12,15 @@ from __future__ import annotations
 
 from bisect import bisect_right
 from collections.abc import Iterator, Mapping, Sequence
-from itertools import islice
-from operator import itemgetter
+from itertools import compress, count, islice
+from operator import itemgetter, ne, sub
 
 from simclock import InternalError
 
 __all__ = ("PrefixCache",)
+
+#: The fewest keys of a chain in blocks not all consecutive that are split into spans.
+_STRETCHES_FROM = 8
 
 
 class PrefixCache(Mapping[int, int]):
@@ -212,22 +215,43 @@ class PrefixCache(Mapping[int, int]):
     def put_chain(self, keys: list[int], blocks: list[int]) -> bool:
         """Cache ``blocks[i]`` under ``keys[i]``: keys that increase, none cached.
 
+        Consecutive keys in blocks that are not all consecutive (a prompt computed in
+        chunks: each chunk's blocks are taken at once, but a chunk's first block may be the
+        one the chunk before started, and other requests take blocks in between) are held
+        as the spans of their stretches of consecutive blocks.
+
         Returns:
-            Whether they were held as a span (consecutive keys in consecutive blocks).
+            Whether they were held as one span (consecutive keys in consecutive blocks).
         """
         n = len(keys)
         first = blocks[0]
         key = keys[0]
-        if (
-            n > 1
-            and keys[-1] - key == n - 1
-            and blocks[-1] - first == n - 1
-            and blocks == list(range(first, first + n))
-        ):
-            self._put_span(key, first, n)
-            return True
+        if n > 1 and keys[-1] - key == n - 1:
+            if blocks[-1] - first == n - 1 and blocks == list(range(first, first + n)):
+                self._put_span(key, first, n)
+                return True
+            if n >= _STRETCHES_FROM and self._put_stretches(keys, blocks):
+                return False
         self.single.update(zip(keys, blocks, strict=True))
         return False
+
+    def _put_stretches(self, keys: list[int], blocks: list[int]) -> bool:
+        """Cache consecutive ``keys`` in ``blocks`` as one span per stretch of consecutive
+        blocks (a stretch of one block in the dictionary), when there are at most half as
+        many stretches as keys; return whether they were."""
+        # block - key is the same along a stretch, and changes where a stretch begins
+        offsets = list(map(sub, blocks, keys))
+        begins = [0, *compress(count(1), map(ne, islice(offsets, 1, None), offsets))]
+        n = len(keys)
+        if 2 * len(begins) > n:
+            return False
+        single = self.single
+        for a, b in zip(begins, [*begins[1:], n], strict=True):
+            if b - a > 1:
+                self._put_span(keys[a], blocks[a], b - a)
+            else:
+                single[keys[a]] = blocks[a]
+        return True
 
     def _put_span(self, key: int, first: int, n: int) -> None:
         starts = self.starts

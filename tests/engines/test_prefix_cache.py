@@ -22,7 +22,9 @@ def _walk(model: dict[int, int], keys: list[int], limit: int) -> list[int]:
 
 cache_ops = st.lists(
     st.tuples(
-        st.sampled_from(["chain", "chain", "gappy", "one", "remove", "replace", "probe", "evict"]),
+        st.sampled_from(
+            ["chain", "chain", "gappy", "chunks", "one", "remove", "replace", "probe", "evict"]
+        ),
         st.integers(0, 60),  # a key (or the first key of a chain)
         st.integers(1, 9),  # a length
         st.integers(0, 3),  # where blocks start / which key
@@ -52,6 +54,25 @@ def test_spans_read_as_a_dictionary_of_every_key(script: list[tuple[str, int, in
             spanned = cache.put_chain(keys, blocks)
             consecutive = keys == list(range(keys[0], keys[0] + len(keys)))
             assert spanned == (len(keys) > 1 and consecutive and choice != 3)
+            model.update(zip(keys, blocks, strict=True))
+        elif op == "chunks":
+            # consecutive keys in stretches of consecutive blocks (a prompt computed in
+            # chunks while other requests take blocks in between); choice 3: a first
+            # stretch of one block (the block the chunk before started)
+            keys = list(range(key, key + length * 3))
+            if any(k in model for k in keys):
+                continue
+            blocks = []
+            b = next_block
+            for i in range(len(keys)):
+                if i and (i % (choice + 2) == 0 or (choice == 3 and i == 1)):
+                    b += 1 + choice
+                blocks.append(b)
+                b += 1
+            next_block = b
+            assert not cache.meets_chain(keys)
+            one_span = blocks == list(range(blocks[0], blocks[0] + len(blocks)))
+            assert cache.put_chain(keys, blocks) == one_span
             model.update(zip(keys, blocks, strict=True))
         elif op == "one":
             if key in model:
@@ -101,9 +122,7 @@ def test_spans_read_as_a_dictionary_of_every_key(script: list[tuple[str, int, in
         assert all(cache.get(k) == b and k in cache for k, b in model.items())
         probe = sorted(model)
         assert cache.lookup_prefix(probe, len(probe)) == _walk(model, probe, len(probe))
-        assert cache.lookup_prefix(probe, len(probe), chain=True) == _walk(
-            model, probe, len(probe)
-        )
+        assert cache.lookup_prefix(probe, len(probe), chain=True) == _walk(model, probe, len(probe))
     assert "a string" not in cache and cache.get(-1) is None
 
 
