@@ -239,19 +239,30 @@ class KVCache:
         """
         ref = self.ref
         if hits:
-            refs = self._refs(hits)
-            evictable = refs.count(0)
-            if need + evictable + reserve > self.free_count:
-                return False
-            if evictable == len(hits):
-                self._unqueue(hits)
+            plan = self._run_plan(hits) if self._runs else None
+            if plan is not None:
+                # every hit is among the last blocks of queued runs: all free (count 0), so
+                # their counts need not be read
+                evictable = len(hits)
+                if need + evictable + reserve > self.free_count:
+                    return False
+                self._take_plan(plan)
                 for b in hits:
                     ref[b] = 1
             else:
-                if evictable:  # released blocks among them: out of the queue
-                    self._unqueue([b for b, r in zip(hits, refs, strict=True) if not r])
-                for b, r in zip(hits, refs, strict=True):
-                    ref[b] = r + 1
+                refs = self._refs(hits)
+                evictable = refs.count(0)
+                if need + evictable + reserve > self.free_count:
+                    return False
+                if evictable == len(hits):
+                    self._unqueue(hits, runs_tried=True)
+                    for b in hits:
+                        ref[b] = 1
+                else:
+                    if evictable:  # released blocks among them: out of the queue
+                        self._unqueue([b for b, r in zip(hits, refs, strict=True) if not r])
+                    for b, r in zip(hits, refs, strict=True):
+                        ref[b] = r + 1
             self.free_count -= evictable
             blocks.extend(hits)
         elif need + reserve > self.free_count:
@@ -287,11 +298,12 @@ class KVCache:
             self.min_free = self.free_count
         return True
 
-    def _unqueue(self, free: list[int]) -> None:
+    def _unqueue(self, free: list[int], *, runs_tried: bool = False) -> None:
         """Take the free blocks ``free`` out of the queue: in one step per queued run when
-        they are runs' last blocks (:meth:`_unqueue_run`), else from the linked part, after
-        linking the runs if some of them lie in one."""
-        if self._runs and self._unqueue_run(free):
+        they are runs' last blocks (:meth:`_unqueue_run`; ``runs_tried``: they are known not
+        to be), else from the linked part, after linking the runs if some of them lie in
+        one."""
+        if self._runs and not runs_tried and self._unqueue_run(free):
             return
         self._cover_links()
         if self._runs and UNLINKED in map(self._prev.__getitem__, free):
@@ -310,6 +322,15 @@ class KVCache:
         Returns:
             Whether they were (nothing is changed otherwise).
         """
+        plan = self._run_plan(hits)
+        if plan is None:
+            return False
+        self._take_plan(plan)
+        return True
+
+    def _run_plan(self, hits: list[int]) -> list[tuple[int, int]] | None:
+        """:meth:`_unqueue_run`'s plan: ``(serial, count)`` of each run whose last blocks
+        ``hits`` are, in order, or None when they are not all such blocks."""
         runs = self._runs
         run_of = self._run_of
         plan: list[tuple[int, int]] = []
@@ -318,7 +339,7 @@ class KVCache:
         while p < h:
             serial = run_of.get(hits[p])
             if serial is None:
-                return False
+                return None
             run = runs[serial]
             m = min(len(run), h - p)
             if run[-1 : -m - 1 : -1] != hits[p : p + m]:
@@ -335,6 +356,12 @@ class KVCache:
                 m = lo
             plan.append((serial, m))
             p += m
+        return plan
+
+    def _take_plan(self, plan: list[tuple[int, int]]) -> None:
+        """Take the blocks of a :meth:`_run_plan` out of their runs."""
+        runs = self._runs
+        run_of = self._run_of
         for serial, m in plan:
             run = runs[serial]
             del run_of[run[-1]]
@@ -343,7 +370,6 @@ class KVCache:
             else:
                 del run[-m:]
                 run_of[run[-1]] = serial
-        return True
 
     def _link_runs(self) -> None:
         """Link the queued runs' blocks, in queue order, behind the linked part."""
