@@ -29,8 +29,7 @@ def pytest_asyncio_loop_factories(
 # collection order: a long module handed out last runs alone while the other worker idles, so
 # these go first, longest first (measured with --durations=0, summed per module).
 LONG_MODULES: dict[str, float] = {
-    "tests/replay/test_e2e_weka.py": 50,
-    "tests/replay/test_export.py": 26,
+    "tests/replay/test_e2e_weka.py": 30,
     "tests/docs/test_examples_compare.py": 21,
     "tests/simclock/test_pytest_plugin.py": 13,
     "tests/replay/test_e2e_traces.py": 12,
@@ -49,6 +48,7 @@ LONG_MODULES: dict[str, float] = {
     "tests/replay/test_autoscale.py": 6,
     "tests/replay/test_cli.py": 5,
     "tests/test_self_contained.py": 5,
+    "tests/replay/test_export.py": 5,
     "tests/loadgen/test_weka.py": 5,
 }
 
