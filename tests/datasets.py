@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
-from loadgen import dataset_path, open_binary
+from loadgen import Workload, dataset_path, open_binary, read_weka
 
-__all__ = ("AZURE", "MOONCAKE", "WEKA", "head_lines", "lines")
+__all__ = ("AZURE", "MOONCAKE", "WEKA", "head_lines", "lines", "weka_workload")
 
 MOONCAKE = dataset_path("mooncake-conversation")
 """The Mooncake conversation trace (xz-compressed JSONL, 12,031 rows)."""
@@ -25,3 +26,10 @@ def lines(path: Path) -> list[str]:
 def head_lines(path: Path, count: int) -> str:
     """The first ``count`` lines of a (compressed) text trace, joined."""
     return "".join(lines(path)[:count])
+
+
+@functools.cache
+def weka_workload() -> Workload:
+    """The WEKA archive read once per process (three seconds), for the modules that read it
+    whole: the workload is immutable, and one worker often runs several of them."""
+    return read_weka(WEKA)

@@ -10,6 +10,7 @@ import pytest
 
 import loadgen
 from loadgen import Workload
+from tests import datasets
 
 MOONCAKE = loadgen.dataset_path("mooncake-conversation")
 AZURE = loadgen.dataset_path("azure-conv-2023")
@@ -33,5 +34,6 @@ def write_lines(tmp_path: Path) -> WriteLines:
 
 @pytest.fixture(scope="session")
 def weka_workload() -> Workload:
-    """The bundled WEKA archive, all 498 plays, read once for the whole session."""
-    return loadgen.read_trace(WEKA)
+    """The bundled WEKA archive, all 498 plays, read once for the whole session (and shared
+    with the other modules of the process that read it whole)."""
+    return datasets.weka_workload()

@@ -7,10 +7,10 @@ of the suite.
 from __future__ import annotations
 
 from engines import EngineConfig, FixedTiming
-from loadgen import LoadMode, read_weka
+from loadgen import LoadMode
 from policies import SessionAffinity
 from replay import Aggregated, run
-from tests.datasets import WEKA
+from tests.datasets import weka_workload
 
 from .test_e2e_traces import _check_accounting
 
@@ -19,8 +19,7 @@ WEKA_SPEEDUP = 1.0
 WEKA_BLOCKS = 2_000_000
 
 
-def test_all_498_weka_conversations_replay_uncut_with_their_subagents(
-) -> None:
+def test_all_498_weka_conversations_replay_uncut_with_their_subagents() -> None:
     """All 498 WEKA plays as recorded — 34,085 calls, the 50 subagents' 521 included, every
     prompt whole (63.1 M content ids, 4.0 G prompt tokens) and every output token generated.
 
@@ -33,7 +32,7 @@ def test_all_498_weka_conversations_replay_uncut_with_their_subagents(
     (63 M) and per output token (15.2 M), with keys of shared prefixes taken from the
     previous turn and decode steps scheduled together (docs/explanation/engine-model.md).
     """
-    workload = read_weka(WEKA)
+    workload = weka_workload()  # read_weka(WEKA), shared with the modules that read it whole
     assert len(workload.plays) == 498
     assert len(workload.requests) == 34_085
     topology = Aggregated(
