@@ -325,12 +325,13 @@ def test_quiet_prints_nothing(sweep_file: Path, capsys: pytest.CaptureFixture[st
 def test_ctrl_c_stops_the_worker_processes_and_leaves_only_whole_runs(
     tmp_path: Path,
 ) -> None:
-    # Four runs of a few seconds each in two worker processes; Ctrl-C (SIGINT to the process
-    # group, as a terminal sends it) once the first two are in the table.
+    # Four runs in two worker processes, two short ones first, then two that take many times
+    # longer; Ctrl-C (SIGINT to the process group, as a terminal sends it) once the short two
+    # are in the table, so it comes while the long two run however fast the machine is.
     (tmp_path / "s.toml").write_text(
-        '[base]\nworkers = 2\nworkload.synthetic = "count=800 arrivals=poisson(50) '
-        'input=2000 output=100"\n[grid]\npolicy = ["round_robin", "kv_aware", "random", '
-        '"least_loaded"]\n'
+        '[base]\nworkers = 2\nworkload.synthetic = "count=8000 arrivals=poisson(50) '
+        'input=2000 output=100"\n[grid]\nworkload.max_requests = [300, 8000]\n'
+        'policy = ["round_robin", "kv_aware"]\n'
     )
     command = [sys.executable, "-m", "simclock", "sweep", "s.toml", "--output-dir", "out"]
     command += ["--jobs", "2"]
@@ -382,9 +383,11 @@ def test_a_sweep_of_the_bundled_sample_and_of_plays_replays_as_simclock_replay_d
     base = {"workers": 2, "workload": {"max_requests": 12}, "export": ["csv"]}
     for name, trace in (("sample", None), ("plays", _a_plays_trace(tmp_path))):
         config = dict(base) if trace is None else {**base, "trace": trace, "format": "agentic"}
-        sweep_text = f'output_dir = "{name}"\nseeds = [5]\n[base]\n' + "".join(
-            f"{k} = {json.dumps(v)}\n" for k, v in config.items() if k != "workload"
-        ) + "[base.workload]\nmax_requests = 12\n[grid]\npolicy = [\"kv_aware\"]\n"
+        sweep_text = (
+            f'output_dir = "{name}"\nseeds = [5]\n[base]\n'
+            + "".join(f"{k} = {json.dumps(v)}\n" for k, v in config.items() if k != "workload")
+            + '[base.workload]\nmax_requests = 12\n[grid]\npolicy = ["kv_aware"]\n'
+        )
         (tmp_path / f"{name}.toml").write_text(sweep_text)
         assert main(["sweep", f"{name}.toml", "--quiet"]) == EXIT_OK
         (tmp_path / f"{name}.json").write_text(json.dumps({**config, "policy": "kv_aware"}))
