@@ -167,16 +167,16 @@ class PrefixCache(Mapping[int, int]):
                     else:
                         hi = mid
                 avail = lo + 1
-            first = self.firsts[i] + offset
-            out += range(first, first + avail)
-            return avail
-        want = range(key, key + avail)
-        if keys[j : j + avail] != list(want):
-            avail = 1
-            for got, expected in zip(islice(keys, j + 1, j + len(want)), want[1:], strict=False):
-                if got != expected:
-                    break
-                avail += 1
+        else:
+            want = range(key, key + avail)
+            if keys[j : j + avail] != list(want):
+                avail = 1
+                for got, expected in zip(
+                    islice(keys, j + 1, j + len(want)), want[1:], strict=False
+                ):
+                    if got != expected:
+                        break
+                    avail += 1
         first = self.firsts[i] + offset
         out += range(first, first + avail)
         return avail
