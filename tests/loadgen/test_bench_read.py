@@ -9,6 +9,8 @@ from types import ModuleType
 
 import pytest
 
+import loadgen
+
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "read.py"
 
 
@@ -21,12 +23,21 @@ def _bench() -> ModuleType:
     return module
 
 
-def test_zero_rounds_leave_the_case_out(capsys: pytest.CaptureFixture[str]) -> None:
+def _head(dataset: str, lines: int, out: Path) -> None:
+    """The first ``lines`` lines of a bundled dataset, as a plain file at ``out``."""
+    with loadgen.open_binary(loadgen.dataset_path(dataset)) as stream:
+        head = [stream.readline() for _ in range(lines)]
+    out.parent.mkdir(parents=True)
+    out.write_bytes(b"".join(head))
+
+
+def test_zero_rounds_leave_the_case_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # a --data folder laid out as the bench reads it: the heads of the bundled traces
+    _head("mooncake-conversation", 300, tmp_path / "mooncake" / "conversation_trace.jsonl")
+    _head("azure-conv-2023", 301, tmp_path / "azure_llm_2023" / "AzureLLMInferenceTrace_conv.csv")
     bench = _bench()
-    assert (
-        bench.main(["--weka-repeat", "0", "--repeat", "1", "--only", "weka", "--only", "azure"])
-        == 0
-    )
+    argv = ["--weka-repeat", "0", "--repeat", "1", "--only", "weka", "--only", "azure"]
+    assert bench.main([*argv, "--data", str(tmp_path)]) == 0
     rows = [line.split()[0] for line in capsys.readouterr().out.splitlines()[2:-1]]
     assert rows == ["azure"]
 
@@ -36,3 +47,11 @@ def test_negative_rounds_are_refused(capsys: pytest.CaptureFixture[str]) -> None
         _bench().main(["--weka-repeat", "-1"])
     assert stop.value.code == 2
     assert "--weka-repeat: must be >= 0, got -1" in capsys.readouterr().err
+
+
+def test_without_data_the_bundled_traces_are_read_as_plain_files(tmp_path: Path) -> None:
+    compressed = loadgen.dataset_path("azure-conv-2023")
+    plain = _bench()._plain(compressed, tmp_path)
+    assert plain == tmp_path / compressed.name.removesuffix(".xz")
+    with loadgen.open_binary(compressed) as stream:
+        assert plain.read_bytes() == stream.read()
