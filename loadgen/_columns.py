@@ -26,10 +26,8 @@ from ._request import _BLANK as _BLANK_REQUEST
 from ._request import ArrivalRule, Dep, HashIds, Identity, Lineage, Request
 
 __all__ = (
-    "after_completion",
     "after_completions",
     "gather",
-    "identities",
     "linked_requests",
     "placed",
     "roots",
@@ -44,37 +42,6 @@ _BLANK_IDENTITY = blank(Identity)
 _SET_WHEN, _SET_AFTER = (
     ArrivalRule.__dict__[field.name].__set__ for field in attrs.fields(ArrivalRule)
 )
-
-
-def after_completion(request_ids: Sequence[str], delays_ms: Sequence[float]) -> list[ArrivalRule]:
-    """``ArrivalRule(not_before_ms=None, after=(Dep(rid, "completion", delay),))`` for each pair."""
-    if len(request_ids) != len(delays_ms):
-        raise ValueError("after_completion: columns of different lengths")
-    if _BLANK_RULE is None or _BLANK_DEP is None:  # pragma: no cover - CPython allows them
-        return [
-            ArrivalRule(None, (Dep(r, "completion", d),))
-            for r, d in zip(request_ids, delays_ms, strict=True)
-        ]
-    made_rule, made_dep, rule_cls, dep_cls = (
-        _BLANK_RULE,
-        _BLANK_DEP,
-        ArrivalRule,
-        Dep,
-    )
-    out: list[ArrivalRule] = []
-    append = out.append
-    for rid, delay in zip(request_ids, delays_ms, strict=True):
-        dep: Any = made_dep()
-        dep.request_id = rid
-        dep.on = "completion"
-        dep.delay_ms = delay
-        dep.__class__ = dep_cls
-        rule: Any = made_rule()
-        rule.not_before_ms = None
-        rule.after = (dep,)
-        rule.__class__ = rule_cls
-        append(rule)
-    return out
 
 
 def after_completions(
@@ -126,46 +93,6 @@ def roots(not_before_ms: Sequence[float | None]) -> list[ArrivalRule]:
     return rules
 
 
-def identities(
-    conversation_ids: Sequence[str | None],
-    turn_indices: Sequence[int | None],
-    play_ids: Sequence[str | None] | None = None,
-    lineages: Sequence[Lineage | None] | None = None,
-) -> list[Identity]:
-    """``Identity(conversation_id=c, turn_index=k, play_id=p, lineage=l)`` for each row.
-
-    ``play_ids`` and ``lineages`` default to None for every row.
-    """
-    count = len(conversation_ids)
-    if len(turn_indices) != count or any(
-        column is not None and len(column) != count for column in (play_ids, lineages)
-    ):
-        raise ValueError("identities: columns of different lengths")
-    columns = zip(
-        conversation_ids,
-        turn_indices,
-        repeat(None) if play_ids is None else play_ids,
-        repeat(None) if lineages is None else lineages,
-        strict=False,  # the lengths are checked above; the absent columns repeat
-    )
-    if _BLANK_IDENTITY is None:  # pragma: no cover - CPython allows it
-        return [Identity(c, t, p, None, "measure", g) for c, t, p, g in columns]
-    made, cls = _BLANK_IDENTITY, Identity
-    out: list[Identity] = []
-    append = out.append
-    for conversation, turn, play, lineage in columns:
-        identity: Any = made()
-        identity.conversation_id = conversation
-        identity.turn_index = turn
-        identity.play_id = play
-        identity.lane = None
-        identity.phase = "measure"
-        identity.lineage = lineage
-        identity.__class__ = cls
-        append(identity)
-    return out
-
-
 _NO_IDENTITY = Identity()
 
 
@@ -184,9 +111,7 @@ def linked_requests(
     lineages: Sequence[Lineage | None] | None = None,
 ) -> tuple[Request, ...]:
     """Requests of rows that wait for one another, with their rules and identities, in
-    one pass (what :func:`after_completion`, :func:`identities` and
-    :func:`~loadgen._request.requests_from_columns` make in three, with no column of
-    rules or identities in between).
+    one pass (no column of rules or identities is made in between).
 
     Row ``i``'s arrival is ``rules[i]``, or where that is None
     ``ArrivalRule(None, (Dep(waited[i], "completion", delays_ms[i]),))``; its identity is

@@ -12,10 +12,8 @@ import pytest
 from loadgen import ArrivalRule, Dep, Identity, Lineage, Request, _columns, _request
 from loadgen._blank import blank
 from loadgen._columns import (
-    after_completion,
     after_completions,
     gather,
-    identities,
     linked_requests,
     placed,
     roots,
@@ -45,10 +43,7 @@ def _columns_case() -> tuple[Any, ...]:
     ids.flags.writeable = False
     lineage = Lineage("p/main")
     return (
-        identities(["c", None], [2, None]),
-        identities(["c"], [0], ["p"], [lineage]),
         roots([0.0, None, -0.0]),
-        after_completion(["x", "y"], [1.5, 0.0]),
         after_completions([["x", "y"], ["z"], []], [2.0, 0.0, 1.0]),
         requests_from_columns(
             ["r:1", "r:2"],
@@ -91,13 +86,7 @@ def _columns_case() -> tuple[Any, ...]:
 def _expected() -> tuple[Any, ...]:
     lineage = Lineage("p/main")
     return (
-        [Identity(conversation_id="c", turn_index=2), Identity()],
-        [Identity(conversation_id="c", turn_index=0, play_id="p", lineage=lineage)],
         [ArrivalRule(0.0), ArrivalRule(None), ArrivalRule(-0.0)],
-        [
-            ArrivalRule(None, (Dep("x", "completion", 1.5),)),
-            ArrivalRule(None, (Dep("y", "completion", 0.0),)),
-        ],
         [
             ArrivalRule(None, (Dep("x", "completion", 2.0), Dep("y", "completion", 2.0))),
             ArrivalRule(None, (Dep("z", "completion", 0.0),)),
@@ -156,11 +145,7 @@ def test_the_builders_equal_the_constructors(blanks: bool, monkeypatch: pytest.M
 
 def test_the_builders_refuse_columns_of_different_lengths() -> None:
     with pytest.raises(ValueError, match="different lengths"):
-        after_completion(["x"], [])
-    with pytest.raises(ValueError, match="different lengths"):
         after_completions([["x"]], [1.0, 2.0])
-    with pytest.raises(ValueError, match="different lengths"):
-        identities(["c"], [0], ["p", "q"])
     with pytest.raises(ValueError):
         requests_from_columns(["r"], [1, 2], [0], 4, [], [], [])
     with pytest.raises(ValueError, match="different lengths"):

@@ -14,10 +14,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import loadgen
-from loadgen import ArrivalRule, ContentInterner, Dep, Identity, Lineage, TraceFormatError
+from loadgen import ArrivalRule, ContentInterner, Dep, TraceFormatError
 from loadgen._agentic import read_agentic_records
 from loadgen._agentic_fast import read_agentic_fast
-from loadgen._columns import after_completion, after_completions, identities, roots
+from loadgen._columns import after_completions, roots
 from loadgen._intern import _first_seen
 from loadgen._mooncake import read_records
 from loadgen._mooncake_fast import read_mooncake_fast
@@ -310,24 +310,13 @@ def test_first_seen_numbers_keys_in_order_of_first_appearance(
 
 
 def test_the_column_builders_equal_the_constructors() -> None:
-    lineage = Lineage("p/main")
-    assert identities(["c", None], [2, None]) == [
-        Identity(conversation_id="c", turn_index=2),
-        Identity(),
-    ]
-    assert identities(["c"], [0], ["p"], [lineage]) == [
-        Identity(conversation_id="c", turn_index=0, play_id="p", lineage=lineage)
-    ]
     assert roots([0.0, None]) == [ArrivalRule(not_before_ms=0.0), ArrivalRule(None)]
-    assert after_completion(["x"], [1.5]) == [
-        ArrivalRule(not_before_ms=None, after=(Dep("x", "completion", 1.5),))
-    ]
     assert after_completions([["x", "y"], ["z"]], [2.0, 0.0]) == [
         ArrivalRule(None, (Dep("x", "completion", 2.0), Dep("y", "completion", 2.0))),
         ArrivalRule(None, (Dep("z", "completion", 0.0),)),
     ]
     with pytest.raises(ValueError, match="different lengths"):
-        identities(["c"], [])
+        after_completions([["x"]], [])
 
 
 @pytest.mark.parametrize("first", [-0.0, 0.0])
