@@ -123,10 +123,6 @@ class RecordStream:
         code = self._settled[position] if position < len(self._settled) else 0
         return None if code == 0 else TERMINAL_STATUSES[code - 1]
 
-    def forget_positions(self) -> None:
-        """Drop the id → position table (rebuilt if asked again)."""
-        self.positions = None
-
     # -- taking records ----------------------------------------------------------------------
 
     def put(self, position: int, settled: Settled) -> None:
