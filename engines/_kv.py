@@ -239,30 +239,25 @@ class KVCache:
         """
         ref = self.ref
         if hits:
+            # hits that are all among the last blocks of queued runs are all free (count
+            # 0): their counts need not be read
             plan = self._run_plan(hits) if self._runs else None
-            if plan is not None:
-                # every hit is among the last blocks of queued runs: all free (count 0), so
-                # their counts need not be read
-                evictable = len(hits)
-                if need + evictable + reserve > self.free_count:
-                    return False
-                self._take_plan(plan)
+            refs = None if plan is not None else self._refs(hits)
+            evictable = len(hits) if refs is None else refs.count(0)
+            if need + evictable + reserve > self.free_count:
+                return False
+            if refs is None or evictable == len(hits):
+                if plan is not None:
+                    self._take_plan(plan)
+                else:
+                    self._unqueue(hits, runs_tried=True)
                 for b in hits:
                     ref[b] = 1
             else:
-                refs = self._refs(hits)
-                evictable = refs.count(0)
-                if need + evictable + reserve > self.free_count:
-                    return False
-                if evictable == len(hits):
-                    self._unqueue(hits, runs_tried=True)
-                    for b in hits:
-                        ref[b] = 1
-                else:
-                    if evictable:  # released blocks among them: out of the queue
-                        self._unqueue([b for b, r in zip(hits, refs, strict=True) if not r])
-                    for b, r in zip(hits, refs, strict=True):
-                        ref[b] = r + 1
+                if evictable:  # released blocks among them: out of the queue
+                    self._unqueue([b for b, r in zip(hits, refs, strict=True) if not r])
+                for b, r in zip(hits, refs, strict=True):
+                    ref[b] = r + 1
             self.free_count -= evictable
             blocks.extend(hits)
         elif need + reserve > self.free_count:
