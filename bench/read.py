@@ -27,6 +27,7 @@ reading is timed; or the files of a ``--data`` folder laid out as ``mooncake/``,
 - ``agentic``: the same rows as an agentic DAG (each turn waits for the previous one);
 - ``azure``: the Azure 2023 conversation trace (19,366 rows);
 - ``burstgpt``: the Azure rows written as a BurstGPT CSV (generated);
+- ``vidur``: the Azure rows written as a Vidur request trace (generated);
 - ``weka``: the WEKA Claude Code archive (63 M content ids), no reference; its rounds
   are ``--weka-repeat`` (a read takes seconds), after the same untimed warm-up round
   (the first read of a process grows its heap, and would be charged to whichever
@@ -128,6 +129,10 @@ def reference_csv(fmt: str) -> Reader:
                 if fmt == "azure":
                     when: float | int = _azure_ticks(row["TIMESTAMP"])
                     prompt, output = int(row["ContextTokens"]), int(row["GeneratedTokens"])
+                elif fmt == "vidur":
+                    when = float(row["arrived_at"])
+                    prompt = int(row["num_prefill_tokens"])
+                    output = int(row["num_decode_tokens"])
                 else:
                     when = float(row["Timestamp"])
                     prompt, output = int(row["Request tokens"]), int(row["Response tokens"])
@@ -203,6 +208,20 @@ def _burstgpt_file(azure: Path, folder: Path) -> Path:
     return out
 
 
+def _vidur_file(azure: Path, folder: Path) -> Path:
+    out = folder / "vidur.csv"
+    with open(azure, newline="") as src, open(out, "w", newline="") as dst:
+        writer = csv.writer(dst)
+        writer.writerow(["arrived_at", "num_prefill_tokens", "num_decode_tokens"])
+        first: int | None = None
+        for row in csv.DictReader(src):
+            ticks = _azure_ticks(row["TIMESTAMP"])
+            first = ticks if first is None else first
+            seconds = (ticks - first) / 10_000_000
+            writer.writerow([seconds, row["ContextTokens"], row["GeneratedTokens"]])
+    return out
+
+
 def _baseline(folder: Path | None) -> ModuleType | None:
     if folder is None:
         return None
@@ -265,7 +284,7 @@ def _run(args: argparse.Namespace, base: ModuleType | None, folder: Path) -> int
         mooncake = args.data / "mooncake" / "conversation_trace.jsonl"
         azure = args.data / "azure_llm_2023" / "AzureLLMInferenceTrace_conv.csv"
         weka = args.data / "weka_cc" / "weka_cc_traces_v8_shared.tar.xz"
-    wanted = {"mooncake-sessions", "delta-sessions", "agentic", "burstgpt"}
+    wanted = {"mooncake-sessions", "delta-sessions", "agentic", "burstgpt", "vidur"}
     if args.only:
         wanted &= set(args.only)
 
@@ -325,6 +344,13 @@ def _run(args: argparse.Namespace, base: ModuleType | None, folder: Path) -> int
             loadgen.read_burstgpt,
             reference_csv("burstgpt"),
             base.read_burstgpt if base else None,
+        ),
+        (
+            "vidur",
+            generated({"vidur"}, lambda: _vidur_file(azure, folder)),
+            loadgen.read_vidur,
+            reference_csv("vidur"),
+            base.read_vidur if base else None,
         ),
         ("weka", weka, loadgen.read_weka, None, base.read_weka if base else None),
     ]

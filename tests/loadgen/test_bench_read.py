@@ -1,4 +1,5 @@
-"""bench/read.py runs: a case with no timed round is left out instead of failing."""
+"""bench/read.py runs: a case with no timed round is left out instead of failing, and the
+generated cases read the same workload with their reader and their reference."""
 
 from __future__ import annotations
 
@@ -31,15 +32,34 @@ def _head(dataset: str, lines: int, out: Path) -> None:
     out.write_bytes(b"".join(head))
 
 
+def _data(folder: Path) -> None:
+    """A --data folder laid out as the bench reads it: the heads of the bundled traces."""
+    _head("mooncake-conversation", 300, folder / "mooncake" / "conversation_trace.jsonl")
+    _head("azure-conv-2023", 301, folder / "azure_llm_2023" / "AzureLLMInferenceTrace_conv.csv")
+
+
 def test_zero_rounds_leave_the_case_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    # a --data folder laid out as the bench reads it: the heads of the bundled traces
-    _head("mooncake-conversation", 300, tmp_path / "mooncake" / "conversation_trace.jsonl")
-    _head("azure-conv-2023", 301, tmp_path / "azure_llm_2023" / "AzureLLMInferenceTrace_conv.csv")
+    _data(tmp_path)
     bench = _bench()
     argv = ["--weka-repeat", "0", "--repeat", "1", "--only", "weka", "--only", "azure"]
     assert bench.main([*argv, "--data", str(tmp_path)]) == 0
     rows = [line.split()[0] for line in capsys.readouterr().out.splitlines()[2:-1]]
     assert rows == ["azure"]
+
+
+def test_generated_cases_read_as_their_references_do(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # the bench stops (SystemExit) when a reading differs from the new reader's
+    _data(tmp_path)
+    cases = ["mooncake-sessions", "delta-sessions", "agentic", "burstgpt", "vidur"]
+    argv = ["--weka-repeat", "0", "--repeat", "1", "--data", str(tmp_path)]
+    assert _bench().main([*argv, *(f"--only={case}" for case in cases)]) == 0
+    lines = capsys.readouterr().out.splitlines()[2:-1]
+    assert [line.split()[0] for line in lines] == cases
+    rows = {line.split()[0]: int(line.split()[1]) for line in lines}
+    assert rows["vidur"] == rows["burstgpt"] == 300  # every Azure row of the head, none failed
+    assert rows["agentic"] == rows["mooncake-sessions"] == 300
 
 
 def test_negative_rounds_are_refused(capsys: pytest.CaptureFixture[str]) -> None:
