@@ -929,9 +929,7 @@ class PolicyRuntime:
             self._call_hook("on_engine_failed", hook, event)
         return event
 
-    def give_back(
-        self, request_id: str, engine: int | None, *, requeue: bool, reason: str
-    ) -> None:
+    def give_back(self, request_id: str, engine: int | None, *, requeue: bool, reason: str) -> None:
         """A committed request lost its engine ``engine`` (and its KV): it goes back to the
         request stream (``requeue``; recorded ``REQUEUED``) or fails (``FAILED``), with
         ``reason``.
@@ -1367,9 +1365,7 @@ class PolicyRuntime:
         if state is None or state == "active":
             raise simclock.InternalError(f"commit on engine {offer.engine} recorded while {state}")
         self.membership.inactive.append(
-            InactivePlacement(
-                simclock.now_ns(), offer.request.id, offer.engine, state, "committed"
-            )
+            InactivePlacement(simclock.now_ns(), offer.request.id, offer.engine, state, "committed")
         )
 
     @property

@@ -67,8 +67,7 @@ def test_fields_are_keyword_only() -> None:
         EngineConfig(100)  # type: ignore[call-arg]
 
 
-def test_the_echo_leaves_out_the_default_scheduler_and_a_fidelity_option_at_its_default(
-) -> None:
+def test_the_echo_leaves_out_the_default_scheduler_and_a_fidelity_option_at_its_default() -> None:
     plain = EngineConfig(num_blocks=10)
     assert "scheduler" not in plain.as_dict()
     assert "reserve_one_per_pass" not in plain.as_dict()
@@ -94,8 +93,7 @@ def test_a_scheduler_is_checked_when_the_config_is_built() -> None:
     with pytest.raises(EngineConfigError) as info:
         EngineConfig(num_blocks=10, scheduler="vllm")  # type: ignore[arg-type]
     assert str(info.value) == (
-        "EngineConfig.scheduler must be a Scheduler (name, options, make_cache, bind), "
-        "got 'vllm'"
+        "EngineConfig.scheduler must be a Scheduler (name, options, make_cache, bind), got 'vllm'"
     )
     with pytest.raises(EngineConfigError) as info:
         VLLMScheduler(admit_whole_prompt=1)  # type: ignore[arg-type]

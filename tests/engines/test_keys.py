@@ -137,9 +137,7 @@ def test_extend_interns_in_block_order_and_known_interns_nothing() -> None:
 @settings(max_examples=150, deadline=None)
 @given(
     per_id=st.sampled_from([2, 4, 8]),
-    prompts=st.lists(
-        st.lists(st.integers(0, 3), min_size=1, max_size=8), min_size=1, max_size=12
-    ),
+    prompts=st.lists(st.lists(st.integers(0, 3), min_size=1, max_size=8), min_size=1, max_size=12),
     starts=st.lists(st.integers(0, 40), min_size=12, max_size=12),
     stops=st.lists(st.integers(0, 70), min_size=12, max_size=12),
 )

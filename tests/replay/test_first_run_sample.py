@@ -33,8 +33,12 @@ def test_kv_aware_reuses_over_twice_the_prefix_round_robin_does(tmp_path: Path) 
     assert ttft["kv_aware"] < 0.7 * ttft["round_robin"]
     # the figures docs/how-to/replay-a-trace.md shows
     assert (round(ttft["round_robin"], 2), round(ttft["kv_aware"], 2)) == (487.01, 313.92)
-    assert rr["workload"] == kv["workload"] == {
-        "source": "mooncake_sample",
-        "format": "mooncake",
-        "requests": 199,
-    }
+    assert (
+        rr["workload"]
+        == kv["workload"]
+        == {
+            "source": "mooncake_sample",
+            "format": "mooncake",
+            "requests": 199,
+        }
+    )

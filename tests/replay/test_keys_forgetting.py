@@ -167,9 +167,7 @@ def test_forgetting_changes_no_result_under_evictions_and_prefix_reuse(
     monkeypatch: pytest.MonkeyPatch, stepping: str, policy: Any
 ) -> None:
     wl = workload(_families(120, seed=1, turns=2))
-    forgot, kept = assert_same(
-        monkeypatch, wl, policy, topology=_aggregated(40), stepping=stepping
-    )
+    forgot, kept = assert_same(monkeypatch, wl, policy, topology=_aggregated(40), stepping=stepping)
     # keys were forgotten, and prefixes came back after that (interned again, new numbers)
     assert forgot.forgotten > 0
     assert len(forgot) > len(kept)

@@ -195,9 +195,7 @@ def test_the_failure_draws_follow_the_run_seed() -> None:
     faults = Faults(transfer_failure_p=0.2)
 
     def failed(seed: int) -> list[str]:
-        result = run(
-            _workload(), topology=_topology(), policy=_policy(), faults=faults, seed=seed
-        )
+        result = run(_workload(), topology=_topology(), policy=_policy(), faults=faults, seed=seed)
         return sorted(r.request_id for r in result.requests if r.faults)
 
     assert failed(0) == failed(0)
@@ -274,8 +272,12 @@ def test_transfer_failures_need_a_disaggregated_topology() -> None:
     from replay import Aggregated
 
     with pytest.raises(FaultError) as caught:
-        run(_workload(), topology=Aggregated(workers=1), policy=LeastLoaded(),
-            faults=Faults(transfer_failure_p=0.1))
+        run(
+            _workload(),
+            topology=Aggregated(workers=1),
+            policy=LeastLoaded(),
+            faults=Faults(transfer_failure_p=0.1),
+        )
     assert str(caught.value) == (
         "faults: transfer_failures and transfer_failure_p need a disaggregated "
         "(prefill/decode) topology"

@@ -17,8 +17,7 @@ from replay import pd_phases, pd_topology_from_options, run
 from tests.datasets import MOONCAKE
 
 
-def test_the_whole_mooncake_trace_replays_on_pd_with_every_handoff_recorded(
-) -> None:
+def test_the_whole_mooncake_trace_replays_on_pd_with_every_handoff_recorded() -> None:
     workload = read_mooncake(MOONCAKE)
     topology = pd_topology_from_options(
         prefill_workers=2,
