@@ -28,6 +28,14 @@ reading is timed; or the files of a ``--data`` folder laid out as ``mooncake/``,
 - ``azure``: the Azure 2023 conversation trace (19,366 rows);
 - ``burstgpt``: the Azure rows written as a BurstGPT CSV (generated);
 - ``vidur``: the Azure rows written as a Vidur request trace (generated);
+- ``mooncake-weka``: every 25th play of the WEKA archive (20 plays, Claude Code sessions
+  with their subagents), each call a Mooncake row with its 64-token content ids (a
+  generated file, read with ``block_size=64``); ``agentic-weka``: the same calls as an
+  agentic DAG (each call waits for what it waits for in a replay of the archive: the call
+  before it in its conversation, or the call that launched its subagent; with its delay):
+  agentic
+  rows as agentic traffic has them, about 1,900 content ids a row, with the plain reading
+  of the same ids beside them;
 - ``weka``: the WEKA Claude Code archive (63 M content ids), no reference; its rounds
   are ``--weka-repeat`` (a read takes seconds), after the same untimed warm-up round
   (the first read of a process grows its heap, and would be charged to whichever
@@ -98,10 +106,10 @@ def fingerprint(workload: Any) -> str:
 # --- reference readers (the oracles) ----------------------------------------------------
 
 
-def _mooncake_reference(delta: bool) -> Reader:
+def _mooncake_reference(delta: bool, block: int = 512) -> Reader:
     def read(path: Path) -> Workload:
         src = path.name.split(".", 1)[0]
-        return read_records(str(path), src, 512, False, ContentInterner(), delta=delta)
+        return read_records(str(path), src, block, False, ContentInterner(), delta=delta)
 
     return read
 
@@ -187,6 +195,35 @@ def _agentic_file(mooncake: Path, folder: Path) -> Path:
                 row["delay"] = 1000
             dst.write(json.dumps(row) + "\n")
     return out
+
+
+def _weka_files(weka: Path, folder: Path) -> tuple[Path, Path]:
+    """Every 25th play of the WEKA archive as Mooncake rows and as agentic rows."""
+    workload = loadgen.read_weka(weka)
+    requests = workload.requests
+    rows = [i for play in workload.plays[::25] for i in play.request_indices]
+    names = {requests[i].id: f"r{n}" for n, i in enumerate(rows)}
+    sessions: dict[str | None, str] = {}
+    plain, agentic = folder / "weka-rows.jsonl", folder / "weka-agentic.jsonl"
+    with open(plain, "w") as plain_out, open(agentic, "w") as agentic_out:
+        for i in rows:
+            r = requests[i]
+            head = {
+                "timestamp": r.arrival.not_before_ms,
+                "input_length": r.input_length,
+                "output_length": r.output_length,
+                "hash_ids": r.hash_ids.tolist(),
+            }
+            plain_out.write(json.dumps(head) + "\n")
+            talk = r.identity.conversation_id
+            row = {**head, "request_id": names[r.id]}
+            row["session_id"] = sessions.setdefault(talk, f"s{len(sessions)}")
+            if r.arrival.after:
+                del row["timestamp"]
+                row["wait_for"] = [names[d.request_id] for d in r.arrival.after]
+                row["delay"] = r.arrival.after[0].delay_ms
+            agentic_out.write(json.dumps(row) + "\n")
+    return plain, agentic
 
 
 def _burstgpt_file(azure: Path, folder: Path) -> Path:
@@ -284,7 +321,15 @@ def _run(args: argparse.Namespace, base: ModuleType | None, folder: Path) -> int
         mooncake = args.data / "mooncake" / "conversation_trace.jsonl"
         azure = args.data / "azure_llm_2023" / "AzureLLMInferenceTrace_conv.csv"
         weka = args.data / "weka_cc" / "weka_cc_traces_v8_shared.tar.xz"
-    wanted = {"mooncake-sessions", "delta-sessions", "agentic", "burstgpt", "vidur"}
+    wanted = {
+        "mooncake-sessions",
+        "delta-sessions",
+        "agentic",
+        "burstgpt",
+        "vidur",
+        "mooncake-weka",
+        "agentic-weka",
+    }
     if args.only:
         wanted &= set(args.only)
 
@@ -295,6 +340,16 @@ def _run(args: argparse.Namespace, base: ModuleType | None, folder: Path) -> int
     sessions = generated(
         {"mooncake-sessions", "delta-sessions"}, lambda: _sessions_file(mooncake, folder)
     )
+    weka_rows, weka_agentic = (
+        _weka_files(weka, folder)
+        if {"mooncake-weka", "agentic-weka"} & wanted
+        else (folder / "unused", folder / "unused")
+    )
+
+    def block_64(read: Reader) -> Reader:
+        """``read`` with 64-token content ids (the WEKA archive's)."""
+        return lambda path: read(path, block_size=64)  # type: ignore[call-arg]
+
     cases: list[tuple[str, Path, Reader, Reader | None, Reader | None]] = [
         (
             "mooncake",
@@ -330,6 +385,20 @@ def _run(args: argparse.Namespace, base: ModuleType | None, folder: Path) -> int
             loadgen.read_agentic,
             None,
             base.read_agentic if base else None,
+        ),
+        (
+            "mooncake-weka",
+            weka_rows,
+            block_64(loadgen.read_mooncake),
+            _mooncake_reference(False, 64),
+            block_64(base.read_mooncake) if base else None,
+        ),
+        (
+            "agentic-weka",
+            weka_agentic,
+            block_64(loadgen.read_agentic),
+            None,
+            block_64(base.read_agentic) if base else None,
         ),
         (
             "azure",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Hashable, Iterable, Sequence
+from itertools import pairwise
 
 import attrs
 import numpy as np
@@ -13,6 +14,9 @@ __all__ = ("ContentInterner", "LocalScope", "Run", "reblock")
 Ids = npt.NDArray[np.int64]
 
 _TABLE_LIMIT = 1 << 24
+#: Local scopes holding at least this many ids on average, one after the other in the
+#: stream, are numbered scope by scope (see ContentInterner.intern_local_streams).
+SCOPE_BY_SCOPE_FROM = 4096
 
 KeyIds = Iterable[tuple[Hashable, int]]
 
@@ -229,7 +233,9 @@ class ContentInterner:
         interning each non-negative value into its scope (``scopes[i]``) and taking a
         private id for each negative one (each negative value must occur once). It runs
         vectorized: one stable sort of the ``(scope, raw)`` pairs, then ranks by first
-        appearance, as :meth:`_intern_dense` does.
+        appearance, as :meth:`_intern_dense` does; scopes of thousands of ids each that lie
+        one after the other are numbered one by one, most often without a sort
+        (:meth:`_intern_scope_by_scope`).
 
         Args:
             raws: the stream, in interning order.
@@ -243,6 +249,8 @@ class ContentInterner:
         size = int(raws.size)
         if size == 0:
             return np.empty(0, dtype=np.int64), np.zeros(count, dtype=np.int64)
+        if size >= SCOPE_BY_SCOPE_FROM * count and bool((scopes[1:] >= scopes[:-1]).all()):
+            return self._intern_scope_by_scope(raws, scopes, count)
         top = int(raws.max())
         if count * (top + 2) < 2**62:
             keys = scopes * (top + 1) + raws
@@ -254,6 +262,33 @@ class ContentInterner:
         out, first = _first_seen(keys, self.next_id)
         self.next_id += int(first.size)
         return out, np.bincount(scopes[first], minlength=count).astype(np.int64)
+
+    def _intern_scope_by_scope(self, raws: Ids, scopes: Ids, count: int) -> tuple[Ids, Ids]:
+        """:meth:`intern_local_streams` of scopes that lie one after the other in the
+        stream: each scope's ids numbered on their own, in stream order.
+
+        The ``(scope, raw)`` pairs of all scopes span far more values than there are ids,
+        so numbering them at once sorts the stream; a large scope's own ids most often span
+        about as many values as it holds, and are numbered from a table instead.
+        """
+        bounds = np.searchsorted(scopes, np.arange(count + 1, dtype=np.int64)).tolist()
+        out = np.empty(raws.size, dtype=np.int64)
+        fresh = np.zeros(count, dtype=np.int64)
+        start = self.next_id
+        for scope, (a, b) in enumerate(pairwise(bounds)):
+            if a == b:
+                continue
+            keys = raws[a:b]
+            private = keys < 0
+            if private.any():  # each private id its own key, above the scope's raw ids
+                shared = keys[~private]
+                above = int(shared.max()) + 1 if shared.size else 0
+                keys = np.where(private, np.arange(above, above + b - a, dtype=np.int64), keys)
+            out[a:b], first = _first_seen(keys, start)
+            fresh[scope] = first.size
+            start += int(first.size)
+        self.next_id = start
+        return out, fresh
 
     def is_new_scope(self, scope: str) -> bool:
         """Whether nothing was interned into ``scope`` yet."""

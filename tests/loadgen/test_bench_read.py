@@ -4,13 +4,18 @@ generated cases read the same workload with their reader and their reference."""
 from __future__ import annotations
 
 import importlib.util
+import io
+import json
 import sys
+import tarfile
 from pathlib import Path
 from types import ModuleType
+from unittest.mock import patch
 
 import pytest
 
 import loadgen
+from loadgen import _intern
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "read.py"
 
@@ -60,6 +65,67 @@ def test_generated_cases_read_as_their_references_do(
     rows = {line.split()[0]: int(line.split()[1]) for line in lines}
     assert rows["vidur"] == rows["burstgpt"] == 300  # every Azure row of the head, none failed
     assert rows["agentic"] == rows["mooncake-sessions"] == 300
+
+
+def _weka_archive(out: Path, plays: int) -> None:
+    """A WEKA archive of ``plays`` small plays: two main calls, a subagent of two calls
+    launched between them, content ids local to each play."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(out, "w:xz") as archive:
+        for n in range(plays):
+            calls = [
+                {"t": t, "type": "n", "model": "m", "in": 64 * size, "out": 5,
+                 "hash_ids": list(range(size))}
+                for t, size in ((0, 3), (9, 6))
+            ]  # fmt: skip
+            inner = [
+                {"t": t, "type": "n", "model": "m", "in": 64 * 4, "out": 3,
+                 "hash_ids": [100, 101, 102, 103]}
+                for t in (0, 2)
+            ]  # fmt: skip
+            marker = {"t": 4, "type": "subagent", "agent_id": "agent_001", "status": "completed"}
+            play = {
+                "id": f"trace_{n:04d}",
+                "block_size": 64,
+                "hash_id_scope": "local",
+                "requests": [calls[0], {**marker, "requests": inner}, calls[1]],
+            }
+            body = json.dumps(play).encode()
+            member = tarfile.TarInfo(f"traces/trace_{n:04d}.json")
+            member.size = len(body)
+            archive.addfile(member, io.BytesIO(body))
+
+
+def test_the_weka_cases_read_the_same_calls_as_mooncake_and_agentic_rows(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _data(tmp_path)
+    _weka_archive(tmp_path / "weka_cc" / "weka_cc_traces_v8_shared.tar.xz", 30)
+    cases = ["mooncake-weka", "agentic-weka"]
+    argv = ["--weka-repeat", "0", "--repeat", "1", "--data", str(tmp_path)]
+    # mooncake-weka is checked against the record-by-record reading (a difference stops it)
+    assert _bench().main([*argv, *(f"--only={case}" for case in cases)]) == 0
+    lines = capsys.readouterr().out.splitlines()[2:-1]
+    assert [line.split()[0] for line in lines] == cases
+    # plays 0 and 25 (every 25th): four calls each, 3 + 4 + 4 + 6 content ids
+    assert [line.split()[1:3] for line in lines] == [["8", "34"], ["8", "34"]]
+
+
+def test_the_agentic_weka_rows_wait_as_the_calls_do(tmp_path: Path) -> None:
+    archive = tmp_path / "weka.tar.xz"
+    _weka_archive(archive, 26)
+    plain, agentic = _bench()._weka_files(archive, tmp_path)
+    rows = [json.loads(line) for line in agentic.read_text().splitlines()]
+    assert [r["request_id"] for r in rows] == [f"r{n}" for n in range(8)]
+    assert [r.get("wait_for") for r in rows[:4]] == [None, ["r0"], ["r1"], ["r0"]]
+    assert [r["session_id"] for r in rows] == ["s0", "s1", "s1", "s0", "s2", "s3", "s3", "s2"]
+    workload = loadgen.read_agentic(agentic, block_size=64)
+    assert len(workload.plays) == 2
+    # large plays are interned play by play: the same workload as all plays at once
+    with patch.object(_intern, "SCOPE_BY_SCOPE_FROM", 1):
+        assert loadgen.read_agentic(agentic, block_size=64) == workload
+    assert [len(r.hash_ids) for r in workload.requests] == [3, 4, 4, 6] * 2
+    assert loadgen.read_mooncake(plain, block_size=64).requests[3].input_length == 6 * 64
 
 
 def test_negative_rounds_are_refused(capsys: pytest.CaptureFixture[str]) -> None:

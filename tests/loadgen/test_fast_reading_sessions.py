@@ -7,6 +7,7 @@ import json
 import tempfile
 from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
 import numpy as np
 import pytest
@@ -14,7 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import loadgen
-from loadgen import ArrivalRule, ContentInterner, Dep, TraceFormatError
+from loadgen import ArrivalRule, ContentInterner, Dep, TraceFormatError, _intern
 from loadgen._agentic import read_agentic_records
 from loadgen._agentic_fast import read_agentic_fast
 from loadgen._columns import after_completions, roots
@@ -273,7 +274,7 @@ def test_intern_local_streams_equals_one_scope_per_play(
     stream = [  # a private (negative) placeholder occurs once
         (play, -1 - i if raw < 0 else raw) for i, (play, raw) in enumerate(stream)
     ]
-    a, b = ContentInterner(next_id=start), ContentInterner(next_id=start)
+    a = ContentInterner(next_id=start)
     expected: list[int] = []
     fresh = [0] * 4
     scopes = {p: a.local_scope() for p in range(4)}
@@ -284,10 +285,14 @@ def test_intern_local_streams_equals_one_scope_per_play(
         taken.add(play)
     raws = np.array([r for _, r in stream], dtype=np.int64)
     plays = np.array([p for p, _ in stream], dtype=np.int64)
-    got, counts = b.intern_local_streams(raws, plays, 4)
-    assert got.tolist() == expected
-    assert counts.tolist() == fresh
-    assert b.next_id == a.next_id
+    # all scopes' pairs at once (sorted), and scope by scope (as large scopes are)
+    for scope_by_scope_from in (10**9, 0):
+        b = ContentInterner(next_id=start)
+        with patch.object(_intern, "SCOPE_BY_SCOPE_FROM", scope_by_scope_from):
+            got, counts = b.intern_local_streams(raws, plays, 4)
+        assert got.tolist() == expected
+        assert counts.tolist() == fresh
+        assert b.next_id == a.next_id
 
 
 @SETTINGS
