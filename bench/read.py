@@ -33,9 +33,8 @@ reading is timed; or the files of a ``--data`` folder laid out as ``mooncake/``,
   generated file, read with ``block_size=64``); ``agentic-weka``: the same calls as an
   agentic DAG (each call waits for what it waits for in a replay of the archive: the call
   before it in its conversation, or the call that launched its subagent; with its delay):
-  agentic
-  rows as agentic traffic has them, about 1,900 content ids a row, with the plain reading
-  of the same ids beside them;
+  agentic rows as agentic traffic has them, about 1,900 content ids a row, with the plain
+  reading of the same ids beside them;
 - ``weka``: the WEKA Claude Code archive (63 M content ids), no reference; its rounds
   are ``--weka-repeat`` (a read takes seconds), after the same untimed warm-up round
   (the first read of a process grows its heap, and would be charged to whichever
@@ -61,7 +60,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -226,19 +225,25 @@ def _weka_files(weka: Path, folder: Path) -> tuple[Path, Path]:
     return plain, agentic
 
 
-def _burstgpt_file(azure: Path, folder: Path) -> Path:
-    out = folder / "burstgpt.csv"
-    with open(azure, newline="") as src, open(out, "w", newline="") as dst:
-        writer = csv.writer(dst)
-        writer.writerow(
-            ["Timestamp", "Model", "Request tokens", "Response tokens", "Total tokens", "Log Type"]
-        )
+def _azure_requests(azure: Path) -> Iterator[tuple[float, int, int]]:
+    """Each Azure row's seconds from the first row, prompt and output lengths."""
+    with open(azure, newline="") as src:
         first: int | None = None
         for row in csv.DictReader(src):
             ticks = _azure_ticks(row["TIMESTAMP"])
             first = ticks if first is None else first
-            prompt, output = int(row["ContextTokens"]), int(row["GeneratedTokens"])
             seconds = (ticks - first) / 10_000_000
+            yield seconds, int(row["ContextTokens"]), int(row["GeneratedTokens"])
+
+
+def _burstgpt_file(azure: Path, folder: Path) -> Path:
+    out = folder / "burstgpt.csv"
+    with open(out, "w", newline="") as dst:
+        writer = csv.writer(dst)
+        writer.writerow(
+            ["Timestamp", "Model", "Request tokens", "Response tokens", "Total tokens", "Log Type"]
+        )
+        for seconds, prompt, output in _azure_requests(azure):
             writer.writerow(
                 [seconds, "ChatGPT", prompt, output, prompt + output, "Conversation log"]
             )
@@ -247,15 +252,10 @@ def _burstgpt_file(azure: Path, folder: Path) -> Path:
 
 def _vidur_file(azure: Path, folder: Path) -> Path:
     out = folder / "vidur.csv"
-    with open(azure, newline="") as src, open(out, "w", newline="") as dst:
+    with open(out, "w", newline="") as dst:
         writer = csv.writer(dst)
         writer.writerow(["arrived_at", "num_prefill_tokens", "num_decode_tokens"])
-        first: int | None = None
-        for row in csv.DictReader(src):
-            ticks = _azure_ticks(row["TIMESTAMP"])
-            first = ticks if first is None else first
-            seconds = (ticks - first) / 10_000_000
-            writer.writerow([seconds, row["ContextTokens"], row["GeneratedTokens"]])
+        writer.writerows(_azure_requests(azure))
     return out
 
 
