@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from itertools import islice
 from pathlib import Path
 
 from loadgen import Workload, dataset_path, open_binary, read_weka
@@ -24,8 +25,10 @@ def lines(path: Path) -> list[str]:
 
 
 def head_lines(path: Path, count: int) -> str:
-    """The first ``count`` lines of a (compressed) text trace, joined."""
-    return "".join(lines(path)[:count])
+    """The first ``count`` lines of a (compressed) text trace, joined (only those are
+    decompressed)."""
+    with open_binary(path) as stream:
+        return "".join(raw.decode("utf-8") for raw in islice(stream, count))
 
 
 @functools.cache

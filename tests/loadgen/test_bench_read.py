@@ -17,6 +17,7 @@ import pytest
 
 import loadgen
 from loadgen import _intern
+from tests.datasets import AZURE, MOONCAKE, head_lines
 
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "read.py"
 
@@ -45,18 +46,14 @@ def _main(argv: list[str]) -> int:
     return result
 
 
-def _head(dataset: str, lines: int, out: Path) -> None:
-    """The first ``lines`` lines of a bundled dataset, as a plain file at ``out``."""
-    with loadgen.open_binary(loadgen.dataset_path(dataset)) as stream:
-        head = [stream.readline() for _ in range(lines)]
-    out.parent.mkdir(parents=True)
-    out.write_bytes(b"".join(head))
-
-
 def _data(folder: Path) -> None:
     """A --data folder laid out as the bench reads it: the heads of the bundled traces."""
-    _head("mooncake-conversation", 300, folder / "mooncake" / "conversation_trace.jsonl")
-    _head("azure-conv-2023", 301, folder / "azure_llm_2023" / "AzureLLMInferenceTrace_conv.csv")
+    for trace, lines, out in (
+        (MOONCAKE, 300, folder / "mooncake" / "conversation_trace.jsonl"),
+        (AZURE, 301, folder / "azure_llm_2023" / "AzureLLMInferenceTrace_conv.csv"),
+    ):
+        out.parent.mkdir(parents=True)
+        out.write_text(head_lines(trace, lines), encoding="utf-8", newline="")
 
 
 def test_zero_rounds_leave_the_case_out(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
