@@ -25,6 +25,8 @@ reading is timed; or the files of a ``--data`` folder laid out as ``mooncake/``,
 - ``mooncake-sessions``: the same rows given ``session_id``s (ten turns a session), a
   generated file; ``delta-sessions``: that file read as ``mooncake-delta``;
 - ``agentic``: the same rows as an agentic DAG (each turn waits for the previous one);
+  with ``--widen K``, each row's prompt K times as long and each content id K ids (shown
+  as ``agentic-xK``): how the agentic reading's cost per content id falls as rows grow;
 - ``azure``: the Azure 2023 conversation trace (19,366 rows);
 - ``burstgpt``: the Azure rows written as a BurstGPT CSV (generated);
 - ``vidur``: the Azure rows written as a Vidur request trace (generated);
@@ -34,7 +36,9 @@ reading is timed; or the files of a ``--data`` folder laid out as ``mooncake/``,
   agentic DAG (each call waits for what it waits for in a replay of the archive: the call
   before it in its conversation, or the call that launched its subagent; with its delay):
   agentic rows as agentic traffic has them, about 1,900 content ids a row, with the plain
-  reading of the same ids beside them;
+  reading of the same ids beside them; ``mooncake-weka-512``, ``agentic-weka-512``: the
+  same two files with every eighth content id, as the calls would be written with the
+  Mooncake formats' own 512-token blocks (about 240 ids a row), read with ``block_size=512``;
 - ``weka``: the WEKA Claude Code archive (63 M content ids), no reference; its rounds
   are ``--weka-repeat`` (a read takes seconds), after the same untimed warm-up round
   (the first read of a process grows its heap, and would be charged to whichever
@@ -44,7 +48,7 @@ reading is timed; or the files of a ``--data`` folder laid out as ``mooncake/``,
 Usage::
 
     python bench/read.py [--repeat 7] [--weka-repeat 4] [--data DIR] [--baseline DIR]
-                         [--only azure]
+                         [--only azure] [--widen 1]
 """
 
 from __future__ import annotations
@@ -182,11 +186,17 @@ def _sessions_file(mooncake: Path, folder: Path) -> Path:
     return out
 
 
-def _agentic_file(mooncake: Path, folder: Path) -> Path:
+def _agentic_file(mooncake: Path, folder: Path, widen: int = 1) -> Path:
+    """The Mooncake rows as an agentic DAG; with ``widen`` K, each row's prompt K times as
+    long and each content id ``x`` K ids (``x * K`` to ``x * K + K - 1``), of which the
+    reader keeps those the longer prompt needs."""
     out = folder / "agentic.jsonl"
     with open(mooncake, "rb") as src, open(out, "w") as dst:
         for index, raw in enumerate(src):
             row = json.loads(raw)
+            if widen > 1:
+                row["input_length"] *= widen
+                row["hash_ids"] = [x * widen + j for x in row["hash_ids"] for j in range(widen)]
             row["request_id"] = f"r{index}"
             row["session_id"] = f"s{index // 10}"
             if index % 10:
@@ -223,6 +233,17 @@ def _weka_files(weka: Path, folder: Path) -> tuple[Path, Path]:
                 row["delay"] = r.arrival.after[0].delay_ms
             agentic_out.write(json.dumps(row) + "\n")
     return plain, agentic
+
+
+def _coarser(rows: Path, out: Path, step: int) -> Path:
+    """``rows`` with every ``step``-th content id of each row: one id per ``step`` blocks,
+    as the same prompts would be written with blocks ``step`` times as large."""
+    with open(rows, "rb") as src, open(out, "w") as dst:
+        for raw in src:
+            row = json.loads(raw)
+            row["hash_ids"] = row["hash_ids"][::step]
+            dst.write(json.dumps(row) + "\n")
+    return out
 
 
 def _azure_requests(azure: Path) -> Iterator[tuple[float, int, int]]:
@@ -299,6 +320,14 @@ def _rounds(text: str) -> int:
     return value
 
 
+def _widen(text: str) -> int:
+    """How many times wider the ``agentic`` case's rows are (1: the Mooncake rows)."""
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=_rounds, default=7)
@@ -306,6 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", type=Path, default=None)
     parser.add_argument("--baseline", type=Path, default=None)
     parser.add_argument("--only", action="append", default=None)
+    parser.add_argument("--widen", type=_widen, default=1)
     args = parser.parse_args(argv)
     base = _baseline(args.baseline)
     with tempfile.TemporaryDirectory(prefix="bench-read") as scratch:
@@ -329,6 +359,8 @@ def _run(args: argparse.Namespace, base: ModuleType | None, folder: Path) -> int
         "vidur",
         "mooncake-weka",
         "agentic-weka",
+        "mooncake-weka-512",
+        "agentic-weka-512",
     }
     if args.only:
         wanted &= set(args.only)
@@ -340,10 +372,16 @@ def _run(args: argparse.Namespace, base: ModuleType | None, folder: Path) -> int
     sessions = generated(
         {"mooncake-sessions", "delta-sessions"}, lambda: _sessions_file(mooncake, folder)
     )
+    weka_cases = {"mooncake-weka", "agentic-weka", "mooncake-weka-512", "agentic-weka-512"}
     weka_rows, weka_agentic = (
-        _weka_files(weka, folder)
-        if {"mooncake-weka", "agentic-weka"} & wanted
-        else (folder / "unused", folder / "unused")
+        _weka_files(weka, folder) if weka_cases & wanted else (folder / "unused", folder / "unused")
+    )
+    weka_rows_512 = generated(
+        {"mooncake-weka-512"}, lambda: _coarser(weka_rows, folder / "weka-rows-512.jsonl", 8)
+    )
+    weka_agentic_512 = generated(
+        {"agentic-weka-512"},
+        lambda: _coarser(weka_agentic, folder / "weka-agentic-512.jsonl", 8),
     )
 
     def block_64(read: Reader) -> Reader:
@@ -381,7 +419,7 @@ def _run(args: argparse.Namespace, base: ModuleType | None, folder: Path) -> int
         ),
         (
             "agentic",
-            generated({"agentic"}, lambda: _agentic_file(mooncake, folder)),
+            generated({"agentic"}, lambda: _agentic_file(mooncake, folder, args.widen)),
             loadgen.read_agentic,
             None,
             base.read_agentic if base else None,
@@ -399,6 +437,20 @@ def _run(args: argparse.Namespace, base: ModuleType | None, folder: Path) -> int
             block_64(loadgen.read_agentic),
             None,
             block_64(base.read_agentic) if base else None,
+        ),
+        (
+            "mooncake-weka-512",
+            weka_rows_512,
+            loadgen.read_mooncake,
+            _mooncake_reference(False),
+            base.read_mooncake if base else None,
+        ),
+        (
+            "agentic-weka-512",
+            weka_agentic_512,
+            loadgen.read_agentic,
+            None,
+            base.read_agentic if base else None,
         ),
         (
             "azure",
@@ -474,8 +526,9 @@ def _run(args: argparse.Namespace, base: ModuleType | None, folder: Path) -> int
 
         per_id = med["new"] / max(ids, 1)
         versus = f"{per_id / (med['moon'] / moon_ids):7.2f}" if "moon" in med else f"{'-':>7}"
+        label = f"{name}-x{args.widen}" if name == "agentic" and args.widen > 1 else name
         print(
-            f"{name:<18} {rows:>7} {ids:>10} {cell('new')} {cell('ref')}"
+            f"{label:<18} {rows:>7} {ids:>10} {cell('new')} {cell('ref')}"
             f" {ratio('ref')} {cell('base')} {ratio('base'):>7}"
             f" {per_id * 1e9:7.0f} {versus}"
         )

@@ -46,6 +46,11 @@ def _main(argv: list[str]) -> int:
     return result
 
 
+def _mooncake_head(folder: Path) -> str:
+    """The Mooncake rows :func:`_data` writes."""
+    return (folder / "mooncake" / "conversation_trace.jsonl").read_text(encoding="utf-8")
+
+
 def _data(folder: Path) -> None:
     """A --data folder laid out as the bench reads it: the heads of the bundled traces."""
     for trace, lines, out in (
@@ -108,19 +113,79 @@ def _weka_archive(out: Path, plays: int) -> None:
             archive.addfile(member, io.BytesIO(body))
 
 
+@pytest.mark.parametrize(
+    ("suffix", "ids"),
+    [
+        # plays 0 and 25 (every 25th): four calls each, 3 + 4 + 4 + 6 content ids
+        ("", "34"),
+        # the same eight calls; 3, 4 and 6 ids of 64 tokens are one id of 512 each
+        ("-512", "8"),
+    ],
+)
 def test_the_weka_cases_read_the_same_calls_as_mooncake_and_agentic_rows(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], suffix: str, ids: str
 ) -> None:
     _data(tmp_path)
     _weka_archive(tmp_path / "weka_cc" / "weka_cc_traces_v8_shared.tar.xz", 30)
-    cases = ["mooncake-weka", "agentic-weka"]
+    cases = [f"mooncake-weka{suffix}", f"agentic-weka{suffix}"]
     argv = ["--weka-repeat", "0", "--repeat", "1", "--data", str(tmp_path)]
-    # mooncake-weka is checked against the record-by-record reading (a difference stops it)
+    # the mooncake case is checked against the record-by-record reading with the same
+    # block size (a difference stops it)
     assert _main([*argv, *(f"--only={case}" for case in cases)]) == 0
     lines = capsys.readouterr().out.splitlines()[2:-1]
     assert [line.split()[0] for line in lines] == cases
-    # plays 0 and 25 (every 25th): four calls each, 3 + 4 + 4 + 6 content ids
-    assert [line.split()[1:3] for line in lines] == [["8", "34"], ["8", "34"]]
+    assert [line.split()[1:3] for line in lines] == [["8", ids], ["8", ids]]
+
+
+def test_coarser_rows_are_the_same_prompts_in_larger_blocks(tmp_path: Path) -> None:
+    archive = tmp_path / "weka.tar.xz"
+    _weka_archive(archive, 1)
+    bench = _bench()
+    _, agentic = bench._weka_files(archive, tmp_path)
+    coarse = bench._coarser(agentic, tmp_path / "coarse.jsonl", 2)
+    fine_rows = [json.loads(line) for line in agentic.read_text().splitlines()]
+    coarse_rows = [json.loads(line) for line in coarse.read_text().splitlines()]
+    assert [r["hash_ids"] for r in coarse_rows] == [r["hash_ids"][::2] for r in fine_rows]
+    assert [len(r["hash_ids"]) for r in fine_rows] == [3, 4, 4, 6]
+    assert [{**r, "hash_ids": None} for r in coarse_rows] == [
+        {**r, "hash_ids": None} for r in fine_rows
+    ]
+    workload = loadgen.read_agentic(coarse, block_size=128)
+    assert [len(r.hash_ids) for r in workload.requests] == [2, 2, 2, 3]
+    assert workload.tolerated.private_tail_ids == 0
+
+
+def test_widened_agentic_rows_hold_as_many_times_the_ids(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    _data(tmp_path)
+    argv = ["--weka-repeat", "0", "--repeat", "1", "--data", str(tmp_path), "--only=agentic"]
+    head = [json.loads(line) for line in _mooncake_head(tmp_path).splitlines()]
+    for widen, name in ((1, "agentic"), (3, "agentic-x3")):
+        assert _main([*argv, f"--widen={widen}"]) == 0
+        (line,) = capsys.readouterr().out.splitlines()[2:-1]
+        # a row keeps the ids its prompt needs (512 tokens each), and one private id for a
+        # last block its ids leave out (as the Mooncake reading does)
+        ids = 0
+        for row in head:
+            have, need = widen * len(row["hash_ids"]), -(-widen * row["input_length"] // 512)
+            ids += min(have, need) + (have < need)
+        assert line.split()[:3] == [name, "300", str(ids)]
+
+
+def test_widened_rows_keep_sharing_what_they_shared(tmp_path: Path) -> None:
+    mooncake = tmp_path / "mooncake.jsonl"
+    mooncake.write_text(
+        '{"timestamp": 0, "input_length": 700, "output_length": 5, "hash_ids": [4, 9]}\n'
+        '{"timestamp": 5, "input_length": 600, "output_length": 5, "hash_ids": [4, 2]}\n'
+    )
+    rows = [
+        json.loads(line)
+        for line in _bench()._agentic_file(mooncake, tmp_path, 2).read_text().splitlines()
+    ]
+    assert [r["input_length"] for r in rows] == [1400, 1200]
+    assert [r["hash_ids"] for r in rows] == [[8, 9, 18, 19], [8, 9, 4, 5]]
+    assert rows[1]["wait_for"] == ["r0"]
 
 
 def test_the_agentic_weka_rows_wait_as_the_calls_do(tmp_path: Path) -> None:
@@ -145,6 +210,13 @@ def test_negative_rounds_are_refused(capsys: pytest.CaptureFixture[str]) -> None
         _bench().main(["--weka-repeat", "-1"])
     assert stop.value.code == 2
     assert "--weka-repeat: must be >= 0, got -1" in capsys.readouterr().err
+
+
+def test_a_widening_below_one_is_refused(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stop:
+        _bench().main(["--widen", "0"])
+    assert stop.value.code == 2
+    assert "--widen: must be >= 1, got 0" in capsys.readouterr().err
 
 
 def test_without_data_the_bundled_traces_are_read_as_plain_files(tmp_path: Path) -> None:
