@@ -149,6 +149,31 @@ def test_run_takes_over_ctrl_c_for_its_duration_only() -> None:
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
 
 
+@pytest.mark.parametrize("seed", [None, 7])  # the run loop, and the seeded loop's steps
+def test_a_clock_that_moves_near_the_end_of_the_range_checks_each_later_move(
+    seed: int | None,
+) -> None:
+    # Far from the end, moves are not checked (no end of time, no watch): an asyncio timer
+    # made there cannot end past the range. Once the clock is within 10**18 ns of it, one
+    # can, and the move to it is refused as from a start near the end.
+    start = 8 * 10**18
+    near = start + 3 * 10**17
+
+    async def main() -> None:
+        await asyncio.sleep(3e8)
+        assert simclock.now_ns() == near
+        await asyncio.sleep(1e9)
+
+    with pytest.raises(simclock.VirtualTimeLimitError) as caught:
+        simclock.run(main(), start_ns=start, seed=seed)
+    first = str(caught.value).splitlines()[0]
+    assert first == (
+        f"virtual time limit: the clock would jump from {near} ns to the next event at "
+        f"{near + 10**18} ns, past the end of the clock's range (9.22337e+09 s); "
+        "1 task is unfinished:"
+    )
+
+
 def test_an_asyncio_timer_scheduled_near_the_end_of_the_range_stops_at_the_range() -> None:
     async def main() -> None:
         await asyncio.sleep(5)
