@@ -102,6 +102,9 @@ _NS_PER_S = 1_000_000_000
 #: most 10**18 ns later (a delay of at most 10**9 s), inside the clock's range; past it,
 #: the run loop checks every move against the range.
 _FAST_PATH_END_S = 8.2e9
+#: An asyncio timer that ends past the clock's range never fires when it is further than
+#: this from now (10**9 s); a nearer one stops the run at the range when it comes next.
+_NEAR_NS = 10**18
 _INF = math.inf
 # Engine deadlines take sequence numbers below every ordinary one: this base, plus
 # rank * _RANK_SPAN, plus the loop's running counter (so keys stay unique).
@@ -548,7 +551,9 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         """Schedule ``callback(*args)`` ``delay`` seconds of virtual time from now.
 
         A negative delay (even ``-inf``) runs at the current instant, as in asyncio;
-        ``+inf``, and any delay that ends past :data:`MAX_TIME_NS`, never fires.
+        ``+inf``, and a delay of more than 10**9 s that ends past :data:`MAX_TIME_NS`, never
+        fire; a shorter one that ends past it stops the run (:class:`VirtualTimeLimitError`)
+        when the clock would move to it.
 
         Raises:
             NonFiniteWakeupError: ``delay`` is NaN.
@@ -604,8 +609,9 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
     ) -> events.TimerHandle:
         """Schedule ``callback(*args)`` at virtual time ``when`` (seconds, as :meth:`time`).
 
-        An instant in the past runs at the current instant; ``+inf`` (and any instant past
-        :data:`MAX_TIME_NS`) never fires and ``-inf`` runs now.
+        An instant in the past runs at the current instant; ``+inf`` (and an instant past
+        :data:`MAX_TIME_NS` more than 10**9 s from now) never fires and ``-inf`` runs now; a
+        nearer instant past the range stops the run as :meth:`call_later` says.
 
         Raises:
             NonFiniteWakeupError: ``when`` is NaN.
@@ -650,10 +656,11 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
     ) -> _Timer:
         if self._closed:
             raise RuntimeError("Event loop is closed")
-        if when_ns is not None and when_ns > MAX_TIME_NS:
-            # Past the end of the clock's range: never, like +inf. Libraries use huge
+        if when_ns is not None and when_ns - self._now_ns > _NEAR_NS and when_ns > MAX_TIME_NS:
+            # Far past the end of the clock's range: never, like +inf. Libraries use huge
             # timeouts (sys.maxsize seconds) to mean "no timeout"; simclock's own wakeups
-            # refuse such instants at the call instead (ClockRangeError).
+            # refuse such instants at the call instead (ClockRangeError). A nearer one (as
+            # call_later's fast path makes) stops the run at the range when it comes next.
             when_ns = None
         sequence = next(self._sequence)
         timer = _Timer(when_ns, sequence, callback, args, self, context, waiter, kind)

@@ -174,6 +174,40 @@ def test_a_clock_that_moves_near_the_end_of_the_range_checks_each_later_move(
     )
 
 
+@pytest.mark.parametrize("how", ["sleep in debug mode", "call_at"])
+def test_a_timer_near_the_range_end_stops_the_run_however_it_is_made(how: str) -> None:
+    # the same rule as asyncio.sleep's fast path (the test below): a timer that ends past
+    # the range within 10**9 s stops the run there
+    start = simclock.MAX_TIME_NS - 10**9
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        if how == "call_at":
+            done = loop.create_future()
+            loop.call_at(loop.time() + 5, done.set_result, None)
+            await done
+        else:
+            await asyncio.sleep(5)
+
+    with pytest.raises(simclock.VirtualTimeLimitError) as caught:
+        simclock.run(main(), start_ns=start, debug=how != "call_at")
+    first = str(caught.value).splitlines()[0]
+    assert first.startswith(f"virtual time limit: the clock would jump from {start} ns to ")
+    assert first.endswith(
+        f"to the next event at {start + 5 * 10**9} ns, past the end of the clock's range "
+        "(9.22337e+09 s); 1 task is unfinished:"
+    )
+
+
+def test_a_sleep_past_the_range_end_by_more_than_a_billion_seconds_never_fires() -> None:
+    async def main() -> None:
+        await asyncio.sleep(2e9)
+
+    with pytest.raises(simclock.DeadlockError) as caught:
+        simclock.run(main(), start_ns=simclock.MAX_TIME_NS - 10**9)
+    assert "(1 timer at +inf never fires)" in str(caught.value).splitlines()[0]
+
+
 def test_an_asyncio_timer_scheduled_near_the_end_of_the_range_stops_at_the_range() -> None:
     async def main() -> None:
         await asyncio.sleep(5)
