@@ -98,13 +98,13 @@ _LIVELOCK_WINDOW = 1000
 """Events watched, after the livelock budget is spent, to name the busiest waiters."""
 
 _NS_PER_S = 1_000_000_000
-#: A timer that ``call_later``'s fast path makes at a clock reading (s) up to this ends at
-#: most 10**18 ns later (a delay of at most 10**9 s), inside the clock's range; past it,
-#: the run loop checks every move against the range.
-_FAST_PATH_END_S = 8.2e9
 #: An asyncio timer that ends past the clock's range never fires when it is further than
-#: this from now (10**9 s); a nearer one stops the run at the range when it comes next.
+#: this from now (10**9 s, the longest delay call_later's fast path takes); a nearer one
+#: stops the run at the range when it comes next.
 _NEAR_NS = 10**18
+#: A timer made at a clock reading (s) up to this and at most _NEAR_NS later ends inside the
+#: clock's range; past it, the run loop checks every move against the range.
+_FAST_PATH_END_S = float((MAX_TIME_NS - _NEAR_NS) // _NS_PER_S - 1)
 _INF = math.inf
 # Engine deadlines take sequence numbers below every ordinary one: this base, plus
 # rank * _RANK_SPAN, plus the loop's running counter (so keys stay unique).
@@ -470,9 +470,8 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
         self._limit_ns: int = self._end_ns
         # whether a timer may end past the clock's range (the clock is near its end)
         self._near_end = self._now_s > _FAST_PATH_END_S
-        # whether a clock move can cross the end of time, the range or a watch point: when
-        # not, the run loop leaves out the check of each move (see _arm_watch)
-        self._guarded = self._near_end or self._limit_ns < MAX_TIME_NS
+        self._guarded: bool  # set by _set_guard
+        self._set_guard()
         self._seed = seed
         self._rng = None if seed is None else np.random.default_rng(seed)
         self._home_thread = threading.get_ident()
@@ -857,7 +856,12 @@ class VirtualEventLoop(asyncio.BaseEventLoop):
             self._watch_at_ns = min(MAX_TIME_NS, self._now_ns + self._watch_ns)
             self._watch_at_moves = self._clock_advances + self._watch_moves
         self._limit_ns = min(self._end_ns, self._watch_at_ns - 1)
-        self._guarded = self._near_end or self._watch is not None or self._limit_ns < MAX_TIME_NS
+        self._set_guard()
+
+    def _set_guard(self) -> None:
+        """Note whether a clock move can cross the end of time, the clock's range or a watch
+        point: when not, the run loops leave out the check of each move."""
+        self._guarded = self._near_end or self._watch is not None or self._end_ns < MAX_TIME_NS
 
     def _cross(self, when_ns: int) -> None:
         """The clock is about to move to ``when_ns`` past the end of time or a watch point."""
