@@ -407,6 +407,33 @@ class Journal:
         self._filtered = True
         self._watched = self._watched | values
 
+    def resubscribe(
+        self, callback: Subscriber, *, kinds: Iterable[EventKind] | None = None
+    ) -> None:
+        """Change which events reach ``callback`` (subscribed before), from the next event on.
+
+        A subscriber that needed ``TOKEN`` or ``PREFILL_CHUNK`` events for a while (a
+        timeline window) gives them up here, and engines take their fast path again once no
+        one else watches those kinds.
+
+        Args:
+            callback: a subscriber; the first subscription equal to it is changed.
+            kinds: only call it for events of these kinds (default: every kind).
+
+        Raises:
+            ValueError: ``callback`` is not subscribed.
+        """
+        index = next((i for i, s in enumerate(self._subscribers) if s == callback), None)
+        if index is None:
+            raise ValueError(f"resubscribe: {callback!r} is not subscribed to this journal")
+        self._kinds[index] = (
+            None if kinds is None else frozenset(EventKind(kind)._value_ for kind in kinds)
+        )
+        watched = [values for values in self._kinds if values is not None]
+        self._watch_all = len(watched) < len(self._kinds)
+        self._filtered = bool(watched)
+        self._watched = frozenset().union(*watched)
+
     def wants(self, kind: EventKind) -> bool:
         """Whether an event of ``kind`` is kept or watched by a subscriber."""
         return self.keep_events or self._watch_all or kind._value_ in self._watched

@@ -281,15 +281,16 @@ class Run:
         return self.parts.cluster
 
     def timeline_recorder(self, filter: TimelineFilter | None = None) -> TimelineRecorder:
-        """A :class:`replay.TimelineRecorder` subscribed to this run's journal: it samples
-        the views of every engine of the run (those added later too) and, when the cluster
-        changes, records the engine count."""
+        """A :class:`replay.TimelineRecorder` attached to this run's journal: it samples
+        the views of every engine of the run (those added later too), records the engine
+        count when the cluster changes, and with a window end lets the engines macro-step
+        again once the window is past (:meth:`replay.TimelineRecorder.attach`)."""
         recorder = TimelineRecorder(
             views=_LiveViews(self.parts),
             engine_usage=self.parts.engine_usage,
             filter=TimelineFilter() if filter is None else filter,
         )
-        self.journal.subscribe(recorder.on_event)
+        recorder.attach(self.journal)
         return recorder
 
     # -- advancing -------------------------------------------------------------------------

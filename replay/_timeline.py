@@ -34,12 +34,13 @@ import io
 import json
 import os
 from collections.abc import Callable, Iterable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import BinaryIO, Protocol
 
 import attrs
 
-from engines import EventKind, LifecycleEvent
+from engines import EngineView, EventKind, Journal, LifecycleEvent
 
 from ._cost import engine_count
 from ._files import write_file_set
@@ -54,6 +55,8 @@ __all__ = (
 )
 
 ROUTER_PID = 0
+#: An instant no event reaches.
+_NEVER = 2**63
 _TOKEN = EventKind.TOKEN
 _FIRST_TOKEN = EventKind.FIRST_TOKEN
 _PASSES_TID = 0
@@ -203,7 +206,8 @@ class TimelineRecorder:
     """Builds a timeline from lifecycle events, as a journal subscriber.
 
     Usage: ``recorder = TimelineRecorder(views=[e.view for e in engines])``,
-    ``journal.subscribe(recorder.on_event)``, run, then ``recorder.timeline()``. Without
+    ``recorder.attach(journal)`` (or ``journal.subscribe(recorder.on_event)``, which never
+    gives up an event kind), run, then ``recorder.timeline()``. Without
     ``views`` there are no counters. Feeding a finished run's ``journal.events`` to
     :meth:`on_event` gives the same timeline minus the counters
     (:func:`timeline_from_events`).
@@ -255,6 +259,50 @@ class TimelineRecorder:
     # first end of a pass after the window's end (later passes start after it: not kept)
     _ended_before: dict[int, int] = attrs.field(factory=dict, init=False)
     _ended_after: dict[int, int] = attrs.field(factory=dict, init=False)
+    # attached to a journal with a window end: after this instant, see whether the per-pass
+    # kinds can be given up (_NEVER once they are, or when they cannot be)
+    _narrow_after: int = attrs.field(default=_NEVER, init=False)
+    _give_up_pass_kinds: Callable[[], object] = attrs.field(
+        default=lambda: None, init=False
+    )  # replaced by attach() with a window end
+
+    def attach(self, journal: Journal) -> None:
+        """Subscribe to ``journal``: ``journal.subscribe(recorder.on_event)``, and more.
+
+        With a window end and the engines' own views (``engines.EngineView``), the recorder
+        gives up ``TOKEN`` and ``PREFILL_CHUNK`` events once nothing they carry can be shown:
+        at the first event after the window's end at which no engine runs a pass that
+        started in the window and no readmitted request the window shows is still computing
+        its prompt. Engines then take their fast path (macro-stepping) for the rest of the
+        run. The timeline is the same bytes as a recorder that took every event.
+
+        Args:
+            journal: the run's journal.
+        """
+        journal.subscribe(self.on_event)
+        end = self.filter.end_ns
+        if end is not None:
+            self._narrow_after = end
+            self._give_up_pass_kinds = partial(
+                journal.resubscribe, self.on_event, kinds=_WITHOUT_PASS_KINDS
+            )
+
+    def _narrow(self) -> None:
+        """Give up the per-pass kinds if nothing they would bring can be shown (see
+        :meth:`attach`); called for events after the window's end until it does."""
+        end = self._narrow_after
+        for view in self.views:
+            if not isinstance(view, EngineView):
+                self._narrow_after = _NEVER  # what a view runs cannot be asked: keep them
+                return
+            running = view.pass_in_flight
+            if running is not None and running.start_ns <= end:
+                return  # its tokens end a pass the window shows
+        for phase in self._open.values():
+            if phase.name == "prefill" and phase.start_ns <= end and _READMISSION in phase.args:
+                return  # a token (not a first token) ends it
+        self._narrow_after = _NEVER
+        self._give_up_pass_kinds()
 
     # -- recording ------------------------------------------------------------------
 
@@ -267,6 +315,8 @@ class TimelineRecorder:
         t = event.time_ns
         if t > self._last_ns:
             self._last_ns = t
+            if t > self._narrow_after:
+                self._narrow()
         kind = event.kind
         rid = event.request_id
         engine = event.engine
@@ -744,6 +794,9 @@ class TimelineRecorder:
 
 
 _INCOMPLETE: tuple[tuple[str, JsonValue], ...] = (("incomplete", True),)
+_READMISSION: tuple[str, JsonValue] = ("readmission", True)
+#: The kinds a recorder past its window still takes: all but those of every pass.
+_WITHOUT_PASS_KINDS = frozenset(EventKind) - {EventKind.TOKEN, EventKind.PREFILL_CHUNK}
 _WAITING = frozenset({"queued"})
 _PRUNE_AT = 4096
 

@@ -125,6 +125,46 @@ def test_subscribers_that_skip_tokens_and_chunks_keep_the_fast_path() -> None:
     assert Journal().wants(EventKind.PREFILL_CHUNK)  # kept events
 
 
+def test_resubscribing_changes_the_kinds_a_subscriber_sees_from_the_next_event() -> None:
+    j = Journal(keep_events=False)
+    seen: list[tuple[str, EventKind]] = []
+
+    def everything(e: LifecycleEvent) -> None:
+        seen.append(("all", e.kind))
+
+    def finishes(e: LifecycleEvent) -> None:
+        seen.append(("done", e.kind))
+
+    j.subscribe(everything)
+    j.subscribe(finishes, kinds=[EventKind.FINISHED])
+    assert j.wants_token_events
+    j.record(ev(1, EventKind.TOKEN))
+    j.resubscribe(everything, kinds=[EventKind.FINISHED, EventKind.FIRST_TOKEN])
+    assert not j.wants_token_events  # nobody watches tokens any more: the fast path
+    assert not j.wants(EventKind.PREFILL_CHUNK)
+    j.record(ev(2, EventKind.TOKEN))
+    j.record(ev(3, EventKind.FIRST_TOKEN))
+    j.resubscribe(finishes)  # every kind again
+    assert j.wants_token_events
+    j.record(ev(4, EventKind.TOKEN))
+    j.record(ev(5, EventKind.FINISHED))
+    assert seen == [
+        ("all", EventKind.TOKEN),
+        ("all", EventKind.FIRST_TOKEN),
+        ("done", EventKind.TOKEN),
+        ("all", EventKind.FINISHED),
+        ("done", EventKind.FINISHED),
+    ]
+
+
+def test_resubscribing_a_callback_that_is_not_subscribed_is_refused() -> None:
+    j = Journal(keep_events=False)
+    j.subscribe(print, kinds=[EventKind.FINISHED])
+    with pytest.raises(ValueError, match="is not subscribed to this journal"):
+        j.resubscribe(repr, kinds=[EventKind.TOKEN])
+    assert not j.wants_token_events  # nothing changed
+
+
 def test_an_engine_watched_for_finishes_only_records_the_same_traces() -> None:
     requests = [req("a", 700, 5), req("b", 300, 3, arrival_ms=20.0)]
     plain = core(EngineConfig(num_blocks=64), FixedTiming(prefill_ms=50, decode_ms=10))

@@ -1,0 +1,156 @@
+"""A timeline recorder attached to a run (``Run.timeline_recorder``) gives up per-token and
+prefill-chunk events once its window is past, so the engines macro-step the rest of the run;
+its timeline stays byte-identical, at every stop, to a recorder that took every event."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from engines import EngineConfig, EventKind, FixedTiming, Journal, LifecycleEvent
+from loadgen import generate_synthetic, parse_synthetic
+from policies import LeastLoaded, PDPolicy
+from replay import Aggregated
+from replay._session import ReplaySession
+from replay._timeline import TimelineFilter, TimelineRecorder
+
+from .pd_helpers import example_d
+
+MS = 1_000_000
+
+SCENARIOS = ("preempting", "chunked", "pd")
+
+
+def _options(scenario: str) -> dict[str, Any]:
+    """A run with preemptions and readmissions, one whose long prompts (and recomputes)
+    take several passes, or a prefill/decode run."""
+    spec = "count=150 arrivals=poisson(40) input=lognormal(700,500) output=lognormal(30,20)"
+    if scenario == "chunked":
+        spec = "count=90 arrivals=poisson(30) input=lognormal(1500,900) output=lognormal(300,100)"
+    workload = generate_synthetic(parse_synthetic(spec), seed=4)
+    if scenario == "pd":
+        return {
+            "workload": workload,
+            "topology": example_d(bandwidth_gbps=5.0),
+            "policy": PDPolicy(),
+        }
+    engine = (
+        EngineConfig(num_blocks=120)
+        if scenario == "preempting"
+        else EngineConfig(num_blocks=160, max_num_batched_tokens=256)
+    )
+    return {
+        "workload": workload,
+        "topology": Aggregated(
+            workers=2, engine=engine, timing=FixedTiming(prefill_ms=20.0, decode_ms=5.0)
+        ),
+        "policy": LeastLoaded(),
+    }
+
+
+def _oracle(scenario: str, f: TimelineFilter) -> tuple[ReplaySession, TimelineRecorder]:
+    """A session with a recorder that takes every event (subscribed, not attached)."""
+    session = ReplaySession.build(**_options(scenario), history=False)
+    recorder = TimelineRecorder(views=tuple(e.view for e in session.engines), filter=f)
+    session.journal.subscribe(recorder.on_event)
+    return session, recorder
+
+
+def _compare(scenario: str, f: TimelineFilter, stops: list[int]) -> ReplaySession:
+    """Run both to each stop and to the end; the timelines must be the same bytes at each."""
+    oracle, everything = _oracle(scenario, f)
+    session = ReplaySession.build(**_options(scenario), history=False, timeline=f)
+    for stop in stops:
+        if stop <= session.now_ns:
+            continue
+        oracle.run_until(time_ns=stop)
+        session.run_until(time_ns=stop)
+        assert session.now_ns == oracle.now_ns
+        assert session.timeline().to_bytes() == everything.timeline().to_bytes(), stop
+    oracle.run()
+    session.run()
+    assert session.timeline().to_bytes() == everything.timeline().to_bytes()
+    assert session.result.summary == oracle.result.summary
+    return session
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+@pytest.mark.parametrize("seed", range(4))
+def test_a_narrowed_recorder_gives_every_timeline_of_one_that_took_every_event(
+    scenario: str, seed: int
+) -> None:
+    rng = np.random.default_rng([2026, seed, SCENARIOS.index(scenario)])
+    end = int(rng.integers(50 * MS, 2_500 * MS))
+    start = None if seed % 2 else int(rng.integers(0, end))
+    requests = None if seed < 3 else frozenset(f"syn:{i}" for i in rng.integers(0, 90, 3))
+    f = TimelineFilter(start_ns=start, end_ns=end, request_ids=requests)
+    # stops just after the end (while the window's last passes finish) and later on
+    stops = sorted({end + int(d) for d in rng.integers(1, 200 * MS, 6)} | {end + 3_000 * MS})
+    session = _compare(scenario, f, stops)
+    # the recorder gave the per-pass kinds up: nobody wants them any more
+    assert not session.journal.wants(EventKind.TOKEN)
+    assert not session.journal.wants(EventKind.PREFILL_CHUNK)
+
+
+_TOKENS = (EventKind.TOKEN, EventKind.FIRST_TOKEN)
+
+
+def _events(scenario: str) -> list[LifecycleEvent]:
+    session = ReplaySession.build(**_options(scenario), history=False)
+    events: list[LifecycleEvent] = []
+    session.journal.subscribe(events.append)
+    session.run()
+    return events
+
+
+def test_a_readmitted_prompt_computing_past_the_window_keeps_the_token_events() -> None:
+    # A readmission's prefill phase ends at a TOKEN (not a FIRST_TOKEN): when it began in
+    # the window and its recompute takes several passes, the recorder must keep the token
+    # events until that token, though no pass of the window is running any more.
+    events = _events("chunked")
+    found = None
+    for i, admitted in enumerate(events):
+        if admitted.kind is not EventKind.ADMITTED or not admitted.get("is_readmission"):
+            continue
+        later = [e for e in events[i + 1 :] if e.request_id == admitted.request_id]
+        token = next(e for e in later if e.kind in (EventKind.TOKEN, EventKind.FIRST_TOKEN))
+        t = token.time_ns
+        chunks = {e.time_ns for e in later if e.kind is EventKind.PREFILL_CHUNK and e.time_ns < t}
+        phase_end = next(e for e in later if e.time_ns > t and e.kind not in _TOKENS)
+        if token.kind is EventKind.TOKEN and len(chunks) > 1 and phase_end.time_ns > t + 1:
+            found = admitted, token
+            break
+    assert found is not None, "the scenario has no readmission recomputed over several passes"
+    admitted, token = found
+    f = TimelineFilter(end_ns=admitted.time_ns)
+    # stop between the token that ends the phase and the request's next event: the phase
+    # is closed (not incomplete) only if the recorder saw that token
+    session = _compare("chunked", f, [token.time_ns + 1])
+    assert not session.journal.wants(EventKind.TOKEN)
+
+
+def test_a_recorder_without_engine_views_keeps_every_event() -> None:
+    class Counters:
+        waiting_count = 0
+        running_count = 0
+        kv_blocks_used = 0
+
+    journal = Journal(keep_events=False)
+    recorder = TimelineRecorder(views=[Counters()], filter=TimelineFilter(end_ns=10))
+    recorder.attach(journal)
+    assert journal.wants(EventKind.TOKEN)
+    journal.record(LifecycleEvent(5, EventKind.ARRIVED, "a"))
+    journal.record(LifecycleEvent(20, EventKind.ARRIVED, "b"))
+    # past the window, but what the views run cannot be asked: nothing is given up
+    assert journal.wants(EventKind.TOKEN)
+    assert journal.wants(EventKind.PREFILL_CHUNK)
+
+
+def test_a_recorder_without_a_window_end_keeps_every_event() -> None:
+    session = ReplaySession.build(
+        **_options("preempting"), history=False, timeline=TimelineFilter(start_ns=100 * MS)
+    )
+    session.run()
+    assert session.journal.wants(EventKind.TOKEN)
