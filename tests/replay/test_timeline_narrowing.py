@@ -154,3 +154,24 @@ def test_a_recorder_without_a_window_end_keeps_every_event() -> None:
     )
     session.run()
     assert session.journal.wants(EventKind.TOKEN)
+
+
+@pytest.mark.parametrize("history", [False, True])
+def test_going_back_past_a_narrowed_window_finds_the_same_timelines(history: bool) -> None:
+    f = TimelineFilter(start_ns=200 * MS, end_ns=900 * MS)
+    oracle, everything = _oracle("preempting", f)
+    with ReplaySession.build(**_options("preempting"), history=history, timeline=f) as session:
+        seen = []
+        for stop in (800 * MS, 950 * MS, 1_500 * MS, 3_000 * MS):
+            session.run_until(time_ns=stop)
+            oracle.run_until(time_ns=stop)
+            seen.append((session.now_ns, session.timeline().to_bytes()))
+            assert seen[-1][1] == everything.timeline().to_bytes()
+        for back in range(1, 4):
+            session.back(1)
+            assert (session.now_ns, session.timeline().to_bytes()) == seen[-1 - back]
+        session.run_until(time_ns=3_000 * MS)
+        assert (session.now_ns, session.timeline().to_bytes()) == seen[-1]
+        # the recorder gave the per-token events up; a session with history still watches them
+        assert session.journal.wants(EventKind.TOKEN) is history
+    oracle.close()
