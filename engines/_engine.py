@@ -262,6 +262,7 @@ class Engine:
         self._core = EngineCore(self.index, self.config, self.timing, self.keyer, self.journal)
         self._view = EngineView(self)
         self.journal.add_syncer(self._sync)
+        self.journal.add_pass_watcher(self._watched_per_pass)
         self.keyer.hold(self)
 
     # -- keys held, for the keyer (BlockKeyer.hold) ---------------------------------------
@@ -424,8 +425,28 @@ class Engine:
         return not self._core.seqs and not self._offers
 
     def subscribe_kv(self, callback: KVCallback) -> None:
-        """Call ``callback(event)`` for every :class:`KVEvent` published from now on."""
+        """Call ``callback(event)`` for every :class:`KVEvent` published from now on.
+
+        A run in progress is brought to now first (what it published before is published to
+        nobody) and ends at its next pass start: the passes from here on publish at each
+        pass end, as the per-pass engine does.
+        """
+        self._sync()
         self._kv_subscribers.append(callback)
+        self._watched_per_pass()
+
+    def _watched_per_pass(self) -> None:
+        """Someone now watches what a pass records (``TOKEN`` or ``PREFILL_CHUNK`` events,
+        KV events): a run in progress ends at its next pass start, and its pass in flight
+        commits as the per-pass engine commits it, with its events (the journal and
+        :meth:`subscribe_kv` bring the run to now before the new subscriber comes)."""
+        if self._run is None:
+            return
+        self._sync()
+        run = self._run
+        if run is not None:
+            run.observed = True
+            self._split()
 
     def snapshot(self) -> EngineSnapshot:
         """Return the engine's whole state as a comparable value."""

@@ -338,6 +338,8 @@ _APPLY_BY_VALUE: dict[str, Callable[[RequestTrace, LifecycleEvent], None]] = {
 Subscriber = Callable[[LifecycleEvent], object]
 
 _TOKEN = EventKind.TOKEN._value_
+#: The kinds an engine records at every pass (its tokens, its prompt chunks).
+_PASS_KIND_VALUES = frozenset((_TOKEN, EventKind.PREFILL_CHUNK._value_))
 
 
 @attrs.define(eq=False)
@@ -374,10 +376,37 @@ class Journal:
     _watch_all: bool = attrs.field(default=False, init=False, repr=False)
     _watched: frozenset[str] = attrs.field(default=frozenset(), init=False, repr=False)
     _syncers: list[Callable[[], object]] = attrs.field(factory=list, init=False, repr=False)
+    _pass_watchers: list[Callable[[], object]] = attrs.field(factory=list, init=False, repr=False)
 
     def add_syncer(self, callback: Callable[[], object]) -> None:
         """Register ``callback``, called by :meth:`sync` (engines that step lazily)."""
         self._syncers.append(callback)
+
+    def add_pass_watcher(self, callback: Callable[[], object]) -> None:
+        """Register ``callback``, called when ``TOKEN`` or ``PREFILL_CHUNK`` events come to
+        be wanted (a subscriber for them arrived): an engine that steps lazily ends its run
+        there, so the new subscriber sees every event the per-pass engine records from now
+        on."""
+        self._pass_watchers.append(callback)
+
+    def _wants_pass_kinds(self) -> bool:
+        """Whether ``TOKEN`` or ``PREFILL_CHUNK`` events are wanted."""
+        return self.wants_token_events or self.wants(EventKind.PREFILL_CHUNK)
+
+    def _before_watch(self, values: frozenset[str] | None) -> bool:
+        """Before a subscriber for the kinds ``values`` (None: all) comes: whether per-pass
+        kinds are wanted already; if they are not and will be, bring engines that step
+        lazily to now first (what ran before is applied as nobody watched it)."""
+        before = self._wants_pass_kinds()
+        if not before and (values is None or not values.isdisjoint(_PASS_KIND_VALUES)):
+            self.sync()
+        return before
+
+    def _after_watch(self, before: bool) -> None:
+        """After a subscriber came: tell the pass watchers if per-pass kinds are now wanted."""
+        if not before and self._wants_pass_kinds():
+            for callback in self._pass_watchers:
+                callback()
 
     def sync(self) -> None:
         """Bring every trace up to the current instant.
@@ -397,15 +426,16 @@ class Journal:
                 subscriber that leaves out ``TOKEN`` and ``PREFILL_CHUNK`` lets engines keep
                 their fast path of folding per-token times straight into the traces.
         """
+        values = None if kinds is None else frozenset(EventKind(kind)._value_ for kind in kinds)
+        before = self._before_watch(values)
         self._subscribers.append(callback)
-        if kinds is None:
-            self._kinds.append(None)
-            self._watch_all = True
-            return
-        values = frozenset(EventKind(kind)._value_ for kind in kinds)
         self._kinds.append(values)
-        self._filtered = True
-        self._watched = self._watched | values
+        if values is None:
+            self._watch_all = True
+        else:
+            self._filtered = True
+            self._watched = self._watched | values
+        self._after_watch(before)
 
     def resubscribe(
         self, callback: Subscriber, *, kinds: Iterable[EventKind] | None = None
@@ -426,13 +456,14 @@ class Journal:
         index = next((i for i, s in enumerate(self._subscribers) if s == callback), None)
         if index is None:
             raise ValueError(f"resubscribe: {callback!r} is not subscribed to this journal")
-        self._kinds[index] = (
-            None if kinds is None else frozenset(EventKind(kind)._value_ for kind in kinds)
-        )
-        watched = [values for values in self._kinds if values is not None]
+        values = None if kinds is None else frozenset(EventKind(kind)._value_ for kind in kinds)
+        before = self._before_watch(values)
+        self._kinds[index] = values
+        watched = [v for v in self._kinds if v is not None]
         self._watch_all = len(watched) < len(self._kinds)
         self._filtered = bool(watched)
         self._watched = frozenset().union(*watched)
+        self._after_watch(before)
 
     def wants(self, kind: EventKind) -> bool:
         """Whether an event of ``kind`` is kept or watched by a subscriber."""

@@ -115,6 +115,9 @@ class MacroRun:
         ends: pass end instants (ns).
         scheduled: passes whose schedule phase is applied.
         committed: passes whose commit phase is applied.
+        observed: someone came to watch per-pass events while the run was in flight (the
+            run was then cut after its pass in flight, :meth:`truncate`): each pass left
+            commits as the per-pass engine commits it, with its events.
     """
 
     __slots__ = (
@@ -135,6 +138,7 @@ class MacroRun:
         "_step",
         "committed",
         "ends",
+        "observed",
         "passes",
         "scheduled",
         "starts",
@@ -174,6 +178,7 @@ class MacroRun:
         self.passes = len(starts)
         self.scheduled = 0
         self.committed = 0
+        self.observed = False
 
     # -- planning ------------------------------------------------------------------------------
 
@@ -508,6 +513,12 @@ class MacroRun:
             first = self.committed
             if first >= target_commit:
                 break
+            if self.observed:
+                if self.scheduled <= first:
+                    self._schedule(first + 1)
+                self._commit_observed(first)
+                self._publish(ends[first])
+                continue
             finish = self._finish_at_or_after(first)
             silent_end = min(target_commit, finish)
             if first < silent_end:
@@ -649,6 +660,17 @@ class MacroRun:
             plan = Pass(self.starts[i], entries, [], [], [])
             plan.end_ns = self.ends[i]
             core.commit(plan)
+        self._batch = [j for j in self._batch if seqs[j].state == RUNNING]
+        self.committed = i + 1
+
+    def _commit_observed(self, i: int) -> None:
+        """Commit pass ``i`` (the pass in flight) with the per-pass engine's commit, which
+        records the events someone now watches (``TOKEN`` events)."""
+        plan = self.pass_in_flight()
+        if plan is None:
+            raise InternalError(f"macro-step: pass {i} is not in flight at its commit")
+        self._core.commit(plan)
+        seqs = self._seqs
         self._batch = [j for j in self._batch if seqs[j].state == RUNNING]
         self.committed = i + 1
 

@@ -4,50 +4,15 @@ its timeline stays byte-identical, at every stop, to a recorder that took every 
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pytest
 
-from engines import EngineConfig, EventKind, FixedTiming, Journal, LifecycleEvent
-from loadgen import generate_synthetic, parse_synthetic
-from policies import LeastLoaded, PDPolicy
-from replay import Aggregated
+from engines import EventKind, Journal, LifecycleEvent
 from replay._session import ReplaySession
 from replay._timeline import TimelineFilter, TimelineRecorder
 
-from .pd_helpers import example_d
-
-MS = 1_000_000
-
-SCENARIOS = ("preempting", "chunked", "pd")
-
-
-def _options(scenario: str) -> dict[str, Any]:
-    """A run with preemptions and readmissions, one whose long prompts (and recomputes)
-    take several passes, or a prefill/decode run."""
-    spec = "count=150 arrivals=poisson(40) input=lognormal(700,500) output=lognormal(30,20)"
-    if scenario == "chunked":
-        spec = "count=90 arrivals=poisson(30) input=lognormal(1500,900) output=lognormal(300,100)"
-    workload = generate_synthetic(parse_synthetic(spec), seed=4)
-    if scenario == "pd":
-        return {
-            "workload": workload,
-            "topology": example_d(bandwidth_gbps=5.0),
-            "policy": PDPolicy(),
-        }
-    engine = (
-        EngineConfig(num_blocks=120)
-        if scenario == "preempting"
-        else EngineConfig(num_blocks=160, max_num_batched_tokens=256)
-    )
-    return {
-        "workload": workload,
-        "topology": Aggregated(
-            workers=2, engine=engine, timing=FixedTiming(prefill_ms=20.0, decode_ms=5.0)
-        ),
-        "policy": LeastLoaded(),
-    }
+from .observed_runs import MS, SCENARIOS
+from .observed_runs import options as _options
 
 
 def _oracle(scenario: str, f: TimelineFilter) -> tuple[ReplaySession, TimelineRecorder]:
