@@ -30,6 +30,7 @@ from ._exceptions import EngineError as EngineError
 from ._exceptions import HandshakeError as HandshakeError
 from ._exceptions import InvalidRequestError as InvalidRequestError
 from ._exceptions import PassTimingError as PassTimingError
+from ._journal import NEVER_NS as NEVER_NS
 from ._journal import Admission as Admission
 from ._journal import EventKind as EventKind
 from ._journal import Journal as Journal
@@ -66,6 +67,7 @@ __all__ = (
     "GPUS",
     "MAX_ESTIMATE_PASSES",
     "MODELS",
+    "NEVER_NS",
     "SCHEDULERS",
     "Admission",
     "BlockKeyer",

@@ -949,7 +949,7 @@ class Engine:
                 and core.running
                 and not core.reservations
                 and not self._kv_subscribers
-                and not journal.wants_token_events
+                and journal.token_events_from_ns > now
             ):
                 run = plan_run(now, self._publish, plan_passes)
                 if run is not None:

@@ -338,8 +338,25 @@ _APPLY_BY_VALUE: dict[str, Callable[[RequestTrace, LifecycleEvent], None]] = {
 Subscriber = Callable[[LifecycleEvent], object]
 
 _TOKEN = EventKind.TOKEN._value_
+_CHUNK = EventKind.PREFILL_CHUNK._value_
+#: An instant after every instant of a run: "never" for :attr:`Journal.token_events_from_ns`.
+NEVER_NS = 2**63
 #: The kinds an engine records at every pass (its tokens, its prompt chunks).
-_PASS_KIND_VALUES = frozenset((_TOKEN, EventKind.PREFILL_CHUNK._value_))
+_PASS_KIND_VALUES = frozenset((_TOKEN, _CHUNK))
+
+
+def _watch(
+    kinds: Iterable[EventKind] | None, passes_from_ns: int
+) -> tuple[frozenset[str] | None, int]:
+    """A subscription's kind values (None: every kind) and its ``passes_from_ns``, checked."""
+    if (
+        isinstance(passes_from_ns, bool)
+        or not isinstance(passes_from_ns, int)
+        or passes_from_ns < 0
+    ):
+        raise ValueError(f"passes_from_ns: must be an int >= 0, got {passes_from_ns!r}")
+    values = None if kinds is None else frozenset(EventKind(kind)._value_ for kind in kinds)
+    return values, passes_from_ns
 
 
 @attrs.define(eq=False)
@@ -377,6 +394,10 @@ class Journal:
     _watched: frozenset[str] = attrs.field(default=frozenset(), init=False, repr=False)
     _syncers: list[Callable[[], object]] = attrs.field(factory=list, init=False, repr=False)
     _pass_watchers: list[Callable[[], object]] = attrs.field(factory=list, init=False, repr=False)
+    # per subscriber, from when it needs per-pass events; the earliest for each kind
+    _passes_from: list[int] = attrs.field(factory=list, init=False, repr=False)
+    _token_from: int = attrs.field(default=NEVER_NS, init=False, repr=False)
+    _chunk_from: int = attrs.field(default=NEVER_NS, init=False, repr=False)
 
     def add_syncer(self, callback: Callable[[], object]) -> None:
         """Register ``callback``, called by :meth:`sync` (engines that step lazily)."""
@@ -417,7 +438,13 @@ class Journal:
         for callback in self._syncers:
             callback()
 
-    def subscribe(self, callback: Subscriber, *, kinds: Iterable[EventKind] | None = None) -> None:
+    def subscribe(
+        self,
+        callback: Subscriber,
+        *,
+        kinds: Iterable[EventKind] | None = None,
+        passes_from_ns: int = 0,
+    ) -> None:
         """Call ``callback(event)`` for every event recorded from now on.
 
         Args:
@@ -425,20 +452,29 @@ class Journal:
             kinds: only call it for events of these kinds (default: every kind). A
                 subscriber that leaves out ``TOKEN`` and ``PREFILL_CHUNK`` lets engines keep
                 their fast path of folding per-token times straight into the traces.
+            passes_from_ns: the subscriber needs the ``TOKEN`` and ``PREFILL_CHUNK`` events
+                of every pass that ends at or after this instant, and of each engine's last
+                pass that ends before it; engines may leave out those of earlier passes (they
+                macro-step them) and give it the others as the per-pass engine records them.
+                Default 0: every pass's.
+
+        Raises:
+            ValueError: ``passes_from_ns`` is negative.
         """
-        values = None if kinds is None else frozenset(EventKind(kind)._value_ for kind in kinds)
+        values, start = _watch(kinds, passes_from_ns)
         before = self._before_watch(values)
         self._subscribers.append(callback)
         self._kinds.append(values)
-        if values is None:
-            self._watch_all = True
-        else:
-            self._filtered = True
-            self._watched = self._watched | values
+        self._passes_from.append(start)
+        self._refresh_watch()
         self._after_watch(before)
 
     def resubscribe(
-        self, callback: Subscriber, *, kinds: Iterable[EventKind] | None = None
+        self,
+        callback: Subscriber,
+        *,
+        kinds: Iterable[EventKind] | None = None,
+        passes_from_ns: int = 0,
     ) -> None:
         """Change which events reach ``callback`` (subscribed before), from the next event on.
 
@@ -449,21 +485,50 @@ class Journal:
         Args:
             callback: a subscriber; the first subscription equal to it is changed.
             kinds: only call it for events of these kinds (default: every kind).
+            passes_from_ns: as for :meth:`subscribe`.
 
         Raises:
-            ValueError: ``callback`` is not subscribed.
+            ValueError: ``callback`` is not subscribed, or ``passes_from_ns`` is negative.
         """
         index = next((i for i, s in enumerate(self._subscribers) if s == callback), None)
         if index is None:
             raise ValueError(f"resubscribe: {callback!r} is not subscribed to this journal")
-        values = None if kinds is None else frozenset(EventKind(kind)._value_ for kind in kinds)
+        values, start = _watch(kinds, passes_from_ns)
         before = self._before_watch(values)
         self._kinds[index] = values
+        self._passes_from[index] = start
+        self._refresh_watch()
+        self._after_watch(before)
+
+    def _refresh_watch(self) -> None:
+        """Work out what the subscribers watch, and from when engines owe them per-pass
+        events, after a subscription changed."""
         watched = [v for v in self._kinds if v is not None]
         self._watch_all = len(watched) < len(self._kinds)
         self._filtered = bool(watched)
         self._watched = frozenset().union(*watched)
-        self._after_watch(before)
+        token_from = chunk_from = NEVER_NS
+        for values, start in zip(self._kinds, self._passes_from, strict=True):
+            if values is None or _TOKEN in values:
+                token_from = min(token_from, start)
+            if values is None or _CHUNK in values:
+                chunk_from = min(chunk_from, start)
+        self._token_from = token_from
+        self._chunk_from = chunk_from
+
+    @property
+    def token_events_from_ns(self) -> int:
+        """From when ``TOKEN`` events are owed (:meth:`subscribe`'s ``passes_from_ns``): 0
+        when events are kept or someone watches every pass's, :data:`NEVER_NS` when nobody
+        watches them (or ``token_events`` is off). Engines macro-step only before it."""
+        if not self.token_events:
+            return NEVER_NS
+        return 0 if self.keep_events else self._token_from
+
+    @property
+    def chunk_events_from_ns(self) -> int:
+        """From when ``PREFILL_CHUNK`` events are owed, as :attr:`token_events_from_ns`."""
+        return 0 if self.keep_events else self._chunk_from
 
     def wants(self, kind: EventKind) -> bool:
         """Whether an event of ``kind`` is kept or watched by a subscriber."""

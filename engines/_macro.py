@@ -41,7 +41,7 @@ from simclock import InternalError
 
 from ._core import RUNNING, Pass
 from ._exceptions import PassTimingError
-from ._journal import EventKind
+from ._journal import NEVER_NS
 from ._keys import OUTPUT_KEY_BASE
 from ._pass import DecodeRun, decode_run_times_ms
 from ._tokentimes import arithmetic_runs
@@ -301,6 +301,8 @@ class MacroRun:
         plan = cls(core, publish, list(running), starts, ends, busy, events, finishes)
         if step:
             plan._step = step
+        if not plan._owes_nothing():
+            return None
         plan._schedule(1)
         return plan
 
@@ -316,7 +318,7 @@ class MacroRun:
         samples, or on a prefill engine hands off, at its end). Each pass is priced by the
         timing model on its own (a run holds one pass per budget's worth of prompt).
         """
-        if core.journal.wants(EventKind.PREFILL_CHUNK):  # recorded at every pass start
+        if core.journal.chunk_events_from_ns <= now_ns:  # recorded at every pass start
             return None
         running = core.running
         k = len(running)
@@ -424,6 +426,8 @@ class MacroRun:
             chunk,
             chunk_ends[1:],
         )
+        if not run._owes_nothing():
+            return None
         run._schedule(1)
         return run
 
@@ -537,6 +541,23 @@ class MacroRun:
         target_sched = _count_before(starts, now_ns, passes, include_start)
         if self.scheduled < target_sched:
             self._schedule(target_sched)
+
+    def _owes_nothing(self) -> bool:
+        """Before anything of the run is applied: cut it so that it owes no journal
+        subscriber an event (:meth:`Journal.subscribe`'s ``passes_from_ns``). Its last pass
+        that ends before the instant from which per-pass events are owed, and every later
+        one, are left to the per-pass engine (when every planned pass ends before it, the
+        last of them may be that pass). Return whether the run keeps at least
+        :data:`MIN_RUN_PASSES` passes."""
+        journal = self._core.journal
+        owed = min(journal.token_events_from_ns, journal.chunk_events_from_ns)
+        if owed >= NEVER_NS:
+            return True
+        keep = bisect_left(self.ends, owed, 0, self.passes) - 1
+        if keep < MIN_RUN_PASSES:
+            return False
+        self.passes = keep
+        return True
 
     def truncate(self) -> None:
         """An input reached the engine (after :meth:`advance` to now): end the run at the

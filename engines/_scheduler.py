@@ -57,7 +57,11 @@ class EngineScheduler(Protocol):
         self, now_ns: int, publish: Callable[[int], None], max_passes: int
     ) -> MacroRun | None:
         """A run of at most ``max_passes`` passes from ``now_ns`` whose outcome is already
-        determined, with its first pass scheduled; ``None`` for per-pass steps."""
+        determined, with its first pass scheduled; ``None`` for per-pass steps.
+
+        The run must not hold a pass whose events a journal subscriber is owed
+        (``Journal.token_events_from_ns``, ``Journal.chunk_events_from_ns``): the runs of
+        ``MacroRun.plan`` leave those, and the last pass before them, to per-pass steps."""
         ...
 
 

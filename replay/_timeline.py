@@ -269,17 +269,21 @@ class TimelineRecorder:
     def attach(self, journal: Journal) -> None:
         """Subscribe to ``journal``: ``journal.subscribe(recorder.on_event)``, and more.
 
-        With a window end and the engines' own views (``engines.EngineView``), the recorder
-        gives up ``TOKEN`` and ``PREFILL_CHUNK`` events once nothing they carry can be shown:
-        at the first event after the window's end at which no engine runs a pass that
-        started in the window and no readmitted request the window shows is still computing
-        its prompt. Engines then take their fast path (macro-stepping) for the rest of the
-        run. The timeline is the same bytes as a recorder that took every event.
+        With a window start, the recorder needs the per-pass events of the passes ending in
+        the window and of each engine's last pass before it (where the first pass shown
+        starts), not of the passes before: engines macro-step up to there
+        (``passes_from_ns``). With a window end and the engines' own views
+        (``engines.EngineView``), it gives up ``TOKEN`` and ``PREFILL_CHUNK`` events once
+        nothing they carry can be shown: at the first event after the window's end at which
+        no engine runs a pass that started in the window and no readmitted request the
+        window shows is still computing its prompt. Engines then take their fast path again
+        for the rest of the run. The timeline is the same bytes as a recorder that took
+        every event.
 
         Args:
             journal: the run's journal.
         """
-        journal.subscribe(self.on_event)
+        journal.subscribe(self.on_event, passes_from_ns=self.filter.start_ns or 0)
         end = self.filter.end_ns
         if end is not None:
             self._narrow_after = end

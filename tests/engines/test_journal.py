@@ -5,7 +5,15 @@ from __future__ import annotations
 import attrs
 import pytest
 
-from engines import Admission, EngineConfig, EventKind, FixedTiming, Journal, LifecycleEvent
+from engines import (
+    NEVER_NS,
+    Admission,
+    EngineConfig,
+    EventKind,
+    FixedTiming,
+    Journal,
+    LifecycleEvent,
+)
 from replay._runner import RunJournal
 from simclock import InternalError
 
@@ -163,6 +171,37 @@ def test_resubscribing_a_callback_that_is_not_subscribed_is_refused() -> None:
     with pytest.raises(ValueError, match="is not subscribed to this journal"):
         j.resubscribe(repr, kinds=[EventKind.TOKEN])
     assert not j.wants_token_events  # nothing changed
+
+
+def test_per_pass_events_are_owed_from_the_earliest_instant_a_subscriber_asks_for() -> None:
+    j = Journal(keep_events=False)
+    assert (j.token_events_from_ns, j.chunk_events_from_ns) == (NEVER_NS, NEVER_NS)
+    j.subscribe(print, kinds=[EventKind.FINISHED], passes_from_ns=5)  # no per-pass kind
+    assert (j.token_events_from_ns, j.chunk_events_from_ns) == (NEVER_NS, NEVER_NS)
+    j.subscribe(repr, passes_from_ns=70)
+    assert (j.token_events_from_ns, j.chunk_events_from_ns) == (70, 70)
+    j.subscribe(str, kinds=[EventKind.PREFILL_CHUNK], passes_from_ns=30)
+    assert (j.token_events_from_ns, j.chunk_events_from_ns) == (70, 30)
+    j.resubscribe(repr, kinds=[EventKind.TOKEN], passes_from_ns=10)
+    assert (j.token_events_from_ns, j.chunk_events_from_ns) == (10, 30)
+    j.resubscribe(repr, kinds=[EventKind.FINISHED])
+    assert (j.token_events_from_ns, j.chunk_events_from_ns) == (NEVER_NS, 30)
+    j.token_events = False
+    j.subscribe(print)  # from the start, but this journal records no TOKEN events
+    assert (j.token_events_from_ns, j.chunk_events_from_ns) == (NEVER_NS, 0)
+    kept = Journal()  # every event is kept: owed from the start
+    assert (kept.token_events_from_ns, kept.chunk_events_from_ns) == (0, 0)
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, True, None])
+def test_a_subscription_owed_passes_from_a_bad_instant_is_refused(bad: object) -> None:
+    j = Journal(keep_events=False)
+    with pytest.raises(ValueError, match="passes_from_ns: must be an int >= 0, got"):
+        j.subscribe(print, passes_from_ns=bad)  # type: ignore[arg-type]
+    j.subscribe(print)
+    with pytest.raises(ValueError, match="passes_from_ns: must be an int >= 0, got"):
+        j.resubscribe(print, passes_from_ns=bad)  # type: ignore[arg-type]
+    assert j.token_events_from_ns == 0  # nothing changed
 
 
 def test_an_engine_watched_for_finishes_only_records_the_same_traces() -> None:

@@ -42,17 +42,23 @@ def _compare(scenario: str, f: TimelineFilter, stops: list[int]) -> ReplaySessio
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
-@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("seed", range(6))
 def test_a_narrowed_recorder_gives_every_timeline_of_one_that_took_every_event(
     scenario: str, seed: int
 ) -> None:
     rng = np.random.default_rng([2026, seed, SCENARIOS.index(scenario)])
     end = int(rng.integers(50 * MS, 2_500 * MS))
     start = None if seed % 2 else int(rng.integers(0, end))
-    requests = None if seed < 3 else frozenset(f"syn:{i}" for i in rng.integers(0, 90, 3))
+    requests = None if seed < 4 else frozenset(f"syn:{i}" for i in rng.integers(0, 90, 3))
     f = TimelineFilter(start_ns=start, end_ns=end, request_ids=requests)
-    # stops just after the end (while the window's last passes finish) and later on
-    stops = sorted({end + int(d) for d in rng.integers(1, 200 * MS, 6)} | {end + 3_000 * MS})
+    # stops before the window, around its start, just after its end (while the window's
+    # last passes finish) and later on
+    early = (
+        [] if start is None else [int(start * 0.5), start, start + int(rng.integers(1, 20 * MS))]
+    )
+    stops = sorted(
+        {*early, *(end + int(d) for d in rng.integers(1, 200 * MS, 6)), end + 3_000 * MS}
+    )
     session = _compare(scenario, f, stops)
     # the recorder gave the per-pass kinds up: nobody wants them any more
     assert not session.journal.wants(EventKind.TOKEN)
@@ -94,6 +100,26 @@ def test_a_readmitted_prompt_computing_past_the_window_keeps_the_token_events() 
     # is closed (not incomplete) only if the recorder saw that token
     session = _compare("chunked", f, [token.time_ns + 1])
     assert not session.journal.wants(EventKind.TOKEN)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_a_window_start_lets_the_engines_macro_step_up_to_it(scenario: str) -> None:
+    start = int(np.random.default_rng([2027, SCENARIOS.index(scenario)]).integers(500, 2_000)) * MS
+    f = TimelineFilter(start_ns=start)
+    stops = [start // 4, start // 2, start - 1, start, start + 7 * MS, start + 900 * MS]
+    # before the window the recorder is owed nothing: engines take runs
+    with ReplaySession.build(**_options(scenario), history=False, timeline=f) as probe:
+        assert probe.journal.token_events_from_ns == start
+        assert probe.journal.chunk_events_from_ns == start
+        if scenario != "pd":  # (the P/D example's decode engines hold reservations)
+            assert any(_in_a_run(probe, stop) for stop in stops[:3])
+    session = _compare(scenario, f, stops)
+    assert session.journal.wants(EventKind.TOKEN)  # no window end: kept to the end
+
+
+def _in_a_run(session: ReplaySession, stop: int) -> bool:
+    session.run_until(time_ns=stop)
+    return any(engine._run is not None for engine in session.engines)
 
 
 def test_a_recorder_without_engine_views_keeps_every_event() -> None:
