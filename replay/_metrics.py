@@ -78,10 +78,21 @@ class Distribution:
             return cls(count=0)
         if not bool(np.isfinite(sample).all()):
             raise ValueError("Distribution.of: every value must be finite")
-        mean = float(sample.mean())
-        std = float(sample.std())
         low = float(sample.min())
         high = float(sample.max())
+        if owned and percentiles is not None:
+            # nothing reads the sample after this: numpy's mean and deviation, worked in
+            # place (the same operations in the same order, so the same bits, without the
+            # deviations' temporary the size of the sample and the second sum of it)
+            n = sample.size
+            mean_value = np.add.reduce(sample) / n
+            np.subtract(sample, mean_value, out=sample)
+            np.multiply(sample, sample, out=sample)
+            mean = float(mean_value)
+            std = float(np.sqrt(np.add.reduce(sample) / n))
+        else:
+            mean = float(sample.mean())
+            std = float(sample.std())
         q = percentiles
         if q is None:
             q = [float(x) for x in np.percentile(sample, PERCENTILES, overwrite_input=owned)]
