@@ -31,6 +31,7 @@ from ._exceptions import HandshakeError as HandshakeError
 from ._exceptions import InvalidRequestError as InvalidRequestError
 from ._exceptions import PassTimingError as PassTimingError
 from ._journal import NEVER_NS as NEVER_NS
+from ._journal import PASS_KINDS as PASS_KINDS
 from ._journal import Admission as Admission
 from ._journal import EventKind as EventKind
 from ._journal import Journal as Journal
@@ -68,6 +69,7 @@ __all__ = (
     "MAX_ESTIMATE_PASSES",
     "MODELS",
     "NEVER_NS",
+    "PASS_KINDS",
     "SCHEDULERS",
     "Admission",
     "BlockKeyer",

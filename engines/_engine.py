@@ -438,11 +438,9 @@ class Engine:
     def _watched_per_pass(self) -> None:
         """Someone now watches what a pass records (``TOKEN`` or ``PREFILL_CHUNK`` events,
         KV events): a run in progress ends at its next pass start, and its pass in flight
-        commits as the per-pass engine commits it, with its events (the journal and
-        :meth:`subscribe_kv` bring the run to now before the new subscriber comes)."""
-        if self._run is None:
-            return
-        self._sync()
+        commits as the per-pass engine commits it, with its events. The callers (the
+        journal, :meth:`subscribe_kv`) have brought the run to now before the new subscriber
+        came, so what ran before is applied as nobody watched it."""
         run = self._run
         if run is not None:
             run.observed = True

@@ -341,8 +341,10 @@ _TOKEN = EventKind.TOKEN._value_
 _CHUNK = EventKind.PREFILL_CHUNK._value_
 #: An instant after every instant of a run: "never" for :attr:`Journal.token_events_from_ns`.
 NEVER_NS = 2**63
-#: The kinds an engine records at every pass (its tokens, its prompt chunks).
-_PASS_KIND_VALUES = frozenset((_TOKEN, _CHUNK))
+#: The kinds an engine records at every pass (its tokens, its prompt chunks): a subscriber
+#: for them makes engines step pass by pass while it watches.
+PASS_KINDS: frozenset[EventKind] = frozenset((EventKind.TOKEN, EventKind.PREFILL_CHUNK))
+_PASS_KIND_VALUES = frozenset(kind._value_ for kind in PASS_KINDS)
 
 
 def _watch(

@@ -39,14 +39,20 @@ from collections.abc import Callable, Iterable, Sequence
 import attrs
 
 import simclock
-from engines import EngineView, EventKind, Journal, KVEvent, LifecycleEvent, PassInFlight
+from engines import (
+    PASS_KINDS,
+    EngineView,
+    EventKind,
+    Journal,
+    KVEvent,
+    LifecycleEvent,
+    PassInFlight,
+)
 
 __all__ = ("StaleInformation", "StaleView", "Staleness")
 
 #: The lifecycle kinds a delayed view takes a snapshot at: all but the per-token ones.
-SNAPSHOT_KINDS: tuple[EventKind, ...] = tuple(
-    kind for kind in EventKind if kind not in (EventKind.TOKEN, EventKind.PREFILL_CHUNK)
-)
+SNAPSHOT_KINDS: tuple[EventKind, ...] = tuple(kind for kind in EventKind if kind not in PASS_KINDS)
 
 
 def _non_negative(instance: object, attribute: attrs.Attribute[int], value: object) -> None:

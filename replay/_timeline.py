@@ -40,7 +40,7 @@ from typing import BinaryIO, Protocol
 
 import attrs
 
-from engines import EngineView, EventKind, Journal, LifecycleEvent
+from engines import PASS_KINDS, EngineView, EventKind, Journal, LifecycleEvent
 
 from ._cost import engine_count
 from ._files import write_file_set
@@ -800,7 +800,7 @@ class TimelineRecorder:
 _INCOMPLETE: tuple[tuple[str, JsonValue], ...] = (("incomplete", True),)
 _READMISSION: tuple[str, JsonValue] = ("readmission", True)
 #: The kinds a recorder past its window still takes: all but those of every pass.
-_WITHOUT_PASS_KINDS = frozenset(EventKind) - {EventKind.TOKEN, EventKind.PREFILL_CHUNK}
+_WITHOUT_PASS_KINDS = frozenset(EventKind) - PASS_KINDS
 _WAITING = frozenset({"queued"})
 _PRUNE_AT = 4096
 
